@@ -1,0 +1,38 @@
+# llmops.sglang: the two commands of the README, and the stages they are made of.
+#   make site   - the main job: bootstrap, build/start the embedded sandbox, ansible-playbook site.yml
+#   make test   - the whole test suite (lint, sanity, unit, simulator integration, sandbox e2e, molecule)
+SHELL := /bin/bash
+export CONTAINERS_CONF := $(CURDIR)/tests/sandbox/containers.conf
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+VENV := $(CURDIR)/.venv/bin
+export PATH := $(VENV):$(PATH)
+
+.PHONY: bootstrap site test lint sanity unit integration e2e molecule clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+site: bootstrap
+	ansible-playbook site.yml
+
+test: bootstrap
+	scripts/test.sh
+
+lint: bootstrap
+	scripts/test.sh lint
+
+sanity: bootstrap
+	scripts/ansible_test.sh sanity
+
+unit: bootstrap
+	pytest tests/unit
+
+integration: bootstrap
+	pytest tests/integration
+
+e2e: bootstrap
+	pytest tests/sandbox_e2e
+
+clean:
+	-ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent
+	rm -rf .collections reports

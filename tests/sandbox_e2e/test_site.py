@@ -1,0 +1,76 @@
+"""The main job end to end on the embedded sandbox: ``ansible-playbook site.yml``.
+
+Runs in order (module scope): a first full run (sandbox build/start, preflight, host, serve, verify,
+benchmark, report), a second run that must change nothing, a ``--check --diff`` run that must change
+nothing, and a run with an inconsistent server description that must stop in preflight before any
+change. The expected numbers come from the simulator's documented defaults (docs/simulator.md: a
+test double, not a model): MTP with one draft token, accept length 2.00, ~135 tok/s single-stream.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sbx import REPO_ROOT, run_playbook
+
+pytestmark = [pytest.mark.sandbox]
+HOST = "sglang-sbx-1"
+
+
+@pytest.fixture(scope="module")
+def first_run(sandbox_available):
+    run = run_playbook("site.yml")
+    assert run.rc == 0, run.output[-6000:]
+    return run
+
+
+def _latest_report(host: str) -> Path:
+    runs = sorted((REPO_ROOT / "reports" / host).iterdir(), key=lambda p: p.stat().st_mtime)
+    assert runs, f"no report directory under reports/{host}"
+    return runs[-1]
+
+
+def test_site_ends_with_the_benchmark_table_printed_and_saved(first_run):
+    report = _latest_report(HOST)
+    lines = [json.loads(line) for line in (report / "results.jsonl").read_text().splitlines() if line.strip()]
+    # Default sweep: concurrency 1 and 8, 1000 in / 1000 out (bench_serving JSONL keys).
+    assert sorted(r["max_concurrency"] for r in lines) == [1, 8]
+    for r in lines:
+        assert r["random_input_len"] == 1000 and r["random_output_len"] == 1000
+        assert r["completed"] > 0
+    single = next(r for r in lines if r["max_concurrency"] == 1)
+    # Simulator defaults with MTP (one draft token, every draft accepted): 135 ± 7 tok/s, accept length 2.00.
+    assert 128 <= single["output_throughput"] <= 142, single["output_throughput"]
+    assert single["accept_length"] == pytest.approx(2.0, abs=0.02)
+    summary_md = (report / "summary.md").read_text()
+    assert "| " in summary_md
+    # The same table is printed at the end of the play.
+    assert summary_md.splitlines()[2].strip() in first_run.output or "Concurrency" in first_run.output
+    assert (report / "summary.json").is_file()
+
+
+def test_second_run_changes_nothing(first_run):
+    run = run_playbook("site.yml")
+    assert run.rc == 0, run.output[-6000:]
+    assert run.recap, run.output[-3000:]
+    assert run.changed_hosts() == {}, run.output[-6000:]
+
+
+def test_check_diff_on_a_provisioned_sandbox_changes_nothing(first_run):
+    run = run_playbook("site.yml", "--check", "--diff")
+    assert run.rc == 0, run.output[-6000:]
+    assert run.changed_hosts() == {}, run.output[-6000:]
+
+
+def test_inconsistent_server_description_fails_in_preflight_before_any_change(first_run):
+    extra = json.dumps({"sglang_server_speculative_eagle_topk": None, "sglang_server_speculative_num_draft_tokens": None})
+    run = run_playbook("site.yml", "-e", extra)
+    assert run.rc != 0
+    assert "sglang_server_speculative_eagle_topk" in run.output
+    assert "sglang_server_speculative_num_steps" in run.output
+    # It stopped in preflight: no later stage started, nothing changed on the host.
+    assert "PLAY [Host" not in run.output and "PLAY [Serve" not in run.output, run.output[-4000:]
+    assert run.recap[HOST]["changed"] == 0
+    assert run.recap[HOST]["failed"] >= 1
