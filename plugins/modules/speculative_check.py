@@ -1,0 +1,864 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: speculative_check
+short_description: Prove that a running SGLang server's draft model loaded and speculative decoding is accepting tokens
+version_added: "1.0.0"
+description:
+  - Reads a running SGLang server (0.4.10 to 0.5.23) and returns verdicts, each with a reason and the evidence it rests on.
+  - C(ready) - C(/health) answers 200; 503 and connection failures are retried until O(ready_timeout).
+  - C(configured) - the server runs the speculative algorithm (C(/server_info) C(speculative_algorithm); NEXTN is reported as EAGLE),
+    with a draft path or the model's own MTP head; or, with O(expect_speculative=false), runs without speculation.
+  - C(loaded) - a draft C(Load weight end.) line (class C(...MTP), C(...NextN), C(...Eagle3)) follows the target's on every rank
+    that logged one; without such lines in the log window, accepted draft tokens are taken as proof of a working draft.
+  - C(accepting) - the accept length (from the probe's C(meta_info), else the logs, else C(/metrics), else the server's lifetime
+    C(avg_spec_accept_length)) is at least O(min_accept_length); 1.00 +/- 0.02 is reported as "draft loaded but never accepted"
+    with its known causes.
+  - C(as_intended) - every key of O(expected) equals what the running server reports (C(/server_info), else the C(server_args=) log line).
+  - Evidence sources are optional and reported separately - C(/server_info) (falling back to C(/get_server_info)), C(/model_info),
+    a non-stream C(/generate) probe with C(ignore_eos), C(/metrics) (only with C(--enable-metrics)), and logs (a journald unit,
+    a docker or podman container, or a file) bounded by O(log_since) and O(log_max_bytes).
+  - The task fails (with every verdict and all evidence) when a verdict named in O(fail_on) is not C(pass) or C(skip).
+  - The accept rate is recomputed one way for every version as C((accept_length - 1) / (num_draft_tokens - 1)), the fraction of
+    proposed draft tokens accepted, because SGLang changed the definition it prints in 0.5.14.
+author:
+  - llmops.sglang contributors (@llmops)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only reads (HTTP GETs, one probe generation, log reads); it behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+options:
+  url:
+    description: Base URL of the SGLang server (C(--host)/C(--port)). The module runs on the serving host, so loopback is the default.
+    type: str
+    default: http://127.0.0.1:30000
+  api_key:
+    description: "The server's C(--api-key), sent as an C(Authorization) header with C(Bearer <key>)."
+    type: str
+  validate_certs:
+    description: Verify TLS certificates for C(https://) URLs.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds allowed for each HTTP request, the probe generation included.
+    type: float
+    default: 60
+  ready_timeout:
+    description: Seconds to wait for C(/health) to answer 200 (503 and connection failures are retried). C(0) polls once.
+    type: float
+    default: 600
+  ready_interval:
+    description: Seconds between two readiness polls.
+    type: float
+    default: 5
+  probe:
+    description:
+      - Send one non-stream C(/generate) request (temperature 0, C(ignore_eos)) and read the spec fields of its final C(meta_info)
+        (C(spec_accept_length), C(spec_verify_ct), ...). This is the freshest accept length; it also makes the server log Decode lines.
+    type: bool
+    default: true
+  probe_prompt:
+    description: Prompt text of the probe.
+    type: str
+    default: "Count from 1 to 500, separated by commas:"
+  probe_max_new_tokens:
+    description: Tokens the probe generates (exactly, because of C(ignore_eos)). With the default C(--decode-log-interval 40), 256 tokens
+      give at least two Decode lines even at an accept length of 3.
+    type: int
+    default: 256
+  metrics:
+    description: Read C(/metrics) (C(sglang:spec_accept_length), C(sglang:gen_throughput), ...). A 404 (server started without
+      C(--enable-metrics)) is reported, not an error.
+    type: bool
+    default: true
+  log_source:
+    description:
+      - Where to read the server's log. C(journald) runs C(journalctl -u O(log_unit) -o short-iso), which keeps SGLang's own line text
+        behind the journald prefix; C(docker)/C(podman) run C(<engine> logs --tail) on O(log_container) (stdout and stderr);
+        C(file) reads the end of O(log_path). C(none) reads no log.
+    type: str
+    choices: [none, journald, docker, podman, file]
+    default: none
+  log_unit:
+    description: systemd unit of the server, for O(log_source=journald).
+    type: str
+  log_container:
+    description: Container name or id, for O(log_source=docker) or O(log_source=podman).
+    type: str
+  log_path:
+    description: Log file, for O(log_source=file).
+    type: path
+  log_since:
+    description:
+      - Time window of the log read - a duration C(<N>s), C(<N>m), C(<N>h), C(<N>d) back from now, or an absolute local time
+        C(YYYY-MM-DD HH:MM:SS). Unset reads everything within O(log_max_bytes) and O(log_max_lines).
+      - Whatever the window, only the last server start in it (the last C(server_args=) line) is read, so an earlier configuration
+        cannot vouch for the running one. For O(log_source=file) the window is applied to SGLang's own line timestamps.
+    type: str
+  log_max_bytes:
+    description: At most this many bytes of log text are read (the newest ones).
+    type: int
+    default: 8388608
+  log_max_lines:
+    description: At most this many lines are asked of journald/docker/podman (C(-n)/C(--tail)).
+    type: int
+    default: 100000
+  expect_speculative:
+    description: Whether the server is meant to run speculative decoding. With C(false), C(configured) passes when speculation is
+      off and C(loaded)/C(accepting) are skipped (the MTP-off arm of an A/B run).
+    type: bool
+    default: true
+  expected:
+    description:
+      - The configuration the server must run, as SGLang reports it in C(/server_info) (flattened server args), for example the
+        C(expected) dict of the C(llmops.sglang.sglang_expected_server_args) filter. Keys with a null value are not compared.
+      - Compared keys include C(speculative_algorithm) (C(NEXTN) is compared as C(EAGLE), as SGLang rewrites it),
+        C(speculative_num_steps), C(speculative_eagle_topk), C(speculative_num_draft_tokens) (with topk 1 and only steps given,
+        steps + 1 is expected), C(speculative_draft_model_path), C(tp_size), C(attention_backend), C(max_running_requests),
+        and any other server arg such as C(model_path), C(disable_radix_cache), C(mamba_scheduler_strategy).
+      - Numbers are compared as numbers, strings case-insensitively for the algorithm and the attention backend, exactly otherwise.
+    type: dict
+    default: {}
+  min_accept_length:
+    description: Lowest acceptable accept length (tokens per verify step per request, bonus token included; 1.00 = nothing accepted).
+    type: float
+    default: 1.2
+  fail_on:
+    description: Verdicts that fail the task when their status is C(fail) or C(unknown). Others are still computed and returned.
+    type: list
+    elements: str
+    choices: [ready, configured, loaded, accepting, as_intended]
+    default: [ready, configured, loaded, accepting, as_intended]
+notes:
+  - The probe runs in check mode too - it changes no state of the server beyond its lifetime counters.
+  - Memory figures are in GB as SGLang prints them (bytes / 2**30).
+seealso:
+  - name: SGLang speculative decoding
+    description: SGLang's documentation of EAGLE/MTP speculative decoding.
+    link: https://docs.sglang.ai/advanced_features/speculative_decoding.html
+"""
+
+EXAMPLES = r"""
+- name: Prove MTP works on the local server (logs from the systemd unit)
+  llmops.sglang.speculative_check:
+    log_source: journald
+    log_unit: sglang-server.service
+    log_since: 2h
+    expected:
+      speculative_algorithm: NEXTN
+      speculative_num_steps: 1
+      speculative_eagle_topk: 1
+      speculative_num_draft_tokens: 2
+      tp_size: 4
+      attention_backend: triton
+      max_running_requests: 64
+
+- name: Check the MTP-off arm of an A/B run, reading a podman container's log
+  llmops.sglang.speculative_check:
+    url: http://127.0.0.1:30000
+    expect_speculative: false
+    log_source: podman
+    log_container: sglang
+    fail_on: [ready, configured]
+
+- name: Use the renderer's expected server args and keep the facts
+  llmops.sglang.speculative_check:
+    api_key: "{{ sglang_server_api_key | default(omit) }}"
+    expected: "{{ sglang_server_description | llmops.sglang.sglang_expected_server_args(sglang_server_version) }}"
+  register: spec
+"""
+
+RETURN = r"""
+passed:
+  description: True when every verdict in O(fail_on) passed (or was skipped).
+  returned: always
+  type: bool
+failed_verdicts:
+  description: Names of the required verdicts that did not pass.
+  returned: always
+  type: list
+  elements: str
+  sample: [accepting]
+verdicts:
+  description: One entry per verdict (C(ready), C(configured), C(loaded), C(accepting), C(as_intended)), each
+    C({status, reason, evidence}); status is C(pass), C(fail), C(unknown) (no evidence) or C(skip) (does not apply).
+  returned: always
+  type: dict
+  sample:
+    accepting:
+      status: fail
+      reason: "draft loaded but never accepted: accept length 1.00 (probe meta_info)"
+      evidence: {accept_length: 1.0, source: probe, causes: ["the checkpoint lacks the mtp.* tensors ..."]}
+accept_length:
+  description: Accept length used by the C(accepting) verdict (tokens per verify step per request, bonus included).
+  returned: always
+  type: float
+  sample: 2.0
+accept_length_source:
+  description: Where C(accept_length) came from - C(probe), C(logs), C(metrics), C(server_info), or null.
+  returned: always
+  type: str
+accept_rate:
+  description: C((accept_length - 1) / (num_draft_tokens - 1)) - accepted / proposed draft tokens, same definition for every version.
+  returned: always
+  type: float
+  sample: 1.0
+num_draft_tokens:
+  description: C(speculative_num_draft_tokens) of the running server (or the expected one when the server does not report it).
+  returned: always
+  type: int
+gen_throughput:
+  description: Decode throughput in tok/s - median of the logs' C(gen throughput) over Decode lines that are not idle intervals,
+    else C(sglang:gen_throughput), else C(internal_states[].last_gen_throughput).
+  returned: always
+  type: float
+  sample: 135.04
+gen_throughput_source:
+  description: Where C(gen_throughput) came from (C(logs), C(metrics), C(server_info)) or null.
+  returned: always
+  type: str
+probe_tok_per_s:
+  description: Completion tokens / C(e2e_latency) of the probe (tok/s), null without a probe.
+  returned: always
+  type: float
+draft_class:
+  description: Class of the draft model from its C(Load weight end.) line (e.g. C(Qwen3_5ForCausalLMMTP)), null when not logged.
+  returned: always
+  type: str
+draft_mem_gb:
+  description: Draft C(mem usage) per rank in GB as printed by SGLang, keyed by the rank tag (C(TP0), C(DP0 TP0 EP0), ...).
+  returned: always
+  type: dict
+  sample: {"TP0": 1.91, "TP1": 1.91, "TP2": 1.91, "TP3": 1.91}
+speculation:
+  description: C(on), C(off) or C(unknown) - what the evidence says the server runs.
+  returned: always
+  type: str
+server_version:
+  description: SGLang version reported by C(/server_info).
+  returned: always
+  type: str
+warnings_found:
+  description: Warnings that matter, from the logs (48-request cap, radix cache disabled, custom all-reduce disabled, spec v2 on/off,
+    ...) and from the server args (C(max_running_requests_capped) when the server runs speculation at 48 running requests), each
+    C({key, meaning, text}).
+  returned: always
+  type: list
+  elements: dict
+refusals:
+  description: Startup refusals found in the logs (e.g. the 0.5.10 radix-cache ValueError), each C({key, cause, fix, text}).
+  returned: always
+  type: list
+  elements: dict
+sources:
+  description: Per evidence source (C(ready), C(server_info), C(model_info), C(probe), C(metrics), C(logs)) its status
+    (C(ok), C(error), C(disabled), C(skipped)) and what was read.
+  returned: always
+  type: dict
+ansible_facts:
+  description: Facts for later plays.
+  returned: always
+  type: dict
+  contains:
+    llmops_speculative:
+      description: C({passed, speculation, algorithm, accept_length, accept_length_source, accept_rate, num_draft_tokens,
+        gen_throughput, gen_throughput_source, probe_tok_per_s, draft_class, draft_kind, draft_mem_gb, target_class, server_version,
+        warnings, verdicts}) where C(verdicts) maps each verdict to its status and reason.
+      type: dict
+      returned: always
+"""
+
+import datetime
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import (
+    SGLangClient,
+    SGLangHTTPError,
+    SGLangNotReady,
+    avg_spec_accept_length,
+    last_gen_throughput,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logs import (
+    NEVER_ACCEPTED_CAUSES,
+    NEVER_ACCEPTED_TOLERANCE,
+    is_never_accepted,
+    parse_log,
+    recompute_accept_rate,
+    split_prefix,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_metrics import sglang_summary
+
+VERDICTS = ("ready", "configured", "loaded", "accepting", "as_intended")
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_ABSOLUTE_RE = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: Expected keys compared case-insensitively (SGLang upper-cases algorithms; backends are lower-case names).
+_CASELESS_KEYS = ("speculative_algorithm", "attention_backend")
+
+
+def parse_since(value):
+    """``log_since`` -> ``("relative", seconds)`` / ``("absolute", "YYYY-MM-DD HH:MM:SS")`` / None; ValueError when unreadable."""
+    if value is None or str(value).strip() == "":
+        return None
+    m = _DURATION_RE.match(str(value))
+    if m:
+        return ("relative", int(m.group(1)) * _UNIT_SECONDS[m.group(2)])
+    m = _ABSOLUTE_RE.match(str(value))
+    if m:
+        clock = m.group(2) if m.group(2).count(":") == 2 else m.group(2) + ":00"
+        return ("absolute", "%s %s" % (m.group(1), clock))
+    raise ValueError("log_since=%r is not a duration like 30m, 2h, 900s, 1d or a local time like '2026-11-20 09:14:00'; "
+                     "set it to one of those forms or leave it unset" % (value,))
+
+
+def validate_params(params):
+    """Return a list of error strings for bad option values (each naming the option, the value, why and the fix)."""
+    errors = []
+    src = params["log_source"]
+    needs = {"journald": "log_unit", "docker": "log_container", "podman": "log_container", "file": "log_path"}
+    if src in needs and not params.get(needs[src]):
+        errors.append("log_source=%s needs %s (the %s to read); set it or use log_source=none"
+                      % (src, needs[src], {"log_unit": "systemd unit", "log_container": "container", "log_path": "log file"}[needs[src]]))
+    try:
+        parse_since(params.get("log_since"))
+    except ValueError as exc:
+        errors.append(str(exc))
+    for name in ("timeout", "ready_interval"):
+        if params[name] <= 0:
+            errors.append("%s=%r must be a positive number of seconds" % (name, params[name]))
+    if params["ready_timeout"] < 0:
+        errors.append("ready_timeout=%r must be 0 (poll once) or a positive number of seconds" % (params["ready_timeout"],))
+    for name in ("log_max_bytes", "log_max_lines", "probe_max_new_tokens"):
+        if params[name] < 1:
+            errors.append("%s=%r must be at least 1" % (name, params[name]))
+    if params["min_accept_length"] < 1.0:
+        errors.append("min_accept_length=%r is below 1.0, the accept length with no draft token accepted; use a value such as 1.2"
+                      % (params["min_accept_length"],))
+    for key, value in (params.get("expected") or {}).items():
+        if isinstance(value, (dict, list)):
+            errors.append("expected.%s=%r: only scalar server args can be compared; remove it or give its scalar value" % (key, value))
+    return errors
+
+
+def normalize_expected(expected):
+    """Expected server args as SGLang will report them: NEXTN -> EAGLE, topk 1 -> draft tokens = steps + 1. Null values dropped."""
+    exp = dict((k, v) for k, v in (expected or {}).items() if v is not None and not (isinstance(v, str) and v.strip() == ""))
+    algo = exp.get("speculative_algorithm")
+    if isinstance(algo, str) and algo.upper() == "NEXTN":
+        exp["speculative_algorithm"] = "EAGLE"
+    try:
+        if int(exp.get("speculative_eagle_topk", 0)) == 1 and "speculative_num_steps" in exp and "speculative_num_draft_tokens" not in exp:
+            exp["speculative_num_draft_tokens"] = int(exp["speculative_num_steps"]) + 1
+    except (TypeError, ValueError):
+        pass
+    return exp
+
+
+def values_equal(key, expected, running):
+    """Compare one server arg: numbers numerically (1e-6), booleans strictly, caseless for algorithm/backend, else exact text."""
+    if isinstance(expected, bool) or isinstance(running, bool):
+        if isinstance(expected, str):
+            expected = expected.strip().lower() in ("true", "yes", "1")
+        return bool(expected) == bool(running) and running is not None
+    if running is None:
+        return False
+    try:
+        return abs(float(expected) - float(running)) <= 1e-6
+    except (TypeError, ValueError):
+        pass
+    if key in _CASELESS_KEYS:
+        return str(expected).strip().lower() == str(running).strip().lower()
+    return str(expected).strip() == str(running).strip()
+
+
+def compare_expected(expected, running):
+    """``(differences, matched, not_reported)`` of normalized expected args against running args (dicts)."""
+    differences, matched, not_reported = [], [], []
+    for key in sorted(expected):
+        if key not in running:
+            not_reported.append(key)
+            continue
+        if values_equal(key, expected[key], running[key]):
+            matched.append(key)
+        else:
+            differences.append({"name": key, "expected": expected[key], "running": running[key]})
+    return differences, matched, not_reported
+
+
+def error_source(exc):
+    """Source entry for a failed HTTP read: ``{status: error, msg, url, http_status, body, reason, ...}``."""
+    info = exc.as_dict()
+    info["http_status"] = info.pop("status")
+    info["status"] = "error"
+    return info
+
+
+def verdict(status, reason, **evidence):
+    return {"status": status, "reason": reason, "evidence": evidence}
+
+
+class LogReader(object):
+    """Reads the server log from journald, docker, podman or a file through the module (bounded by time and size)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+
+    def read(self):
+        """``(text, info)``; info: ``{status, source, command|path, bytes, truncated, lines, msg}``."""
+        src = self.p["log_source"]
+        since = parse_since(self.p.get("log_since"))
+        if src == "file":
+            return self._read_file(since)
+        return self._read_command(src, since)
+
+    def _limit(self, data, info):
+        max_bytes = self.p["log_max_bytes"]
+        if len(data) > max_bytes:
+            data = data[-max_bytes:]
+            cut = data.find(b"\n")
+            data = data[cut + 1:] if cut >= 0 else data
+            info["truncated"] = True
+        text = to_text(data, errors="surrogate_or_replace")
+        info["bytes"] = len(data)
+        info["lines"] = text.count("\n")
+        return text
+
+    def _read_file(self, since):
+        path = self.p["log_path"]
+        info = {"source": "file", "path": path, "truncated": False}
+        try:
+            size = os.path.getsize(path)
+            with open(path, "rb") as handle:
+                handle.seek(max(0, size - self.p["log_max_bytes"] - 1))
+                data = handle.read()
+        except (IOError, OSError) as exc:
+            info.update(status="error", msg="cannot read log_path=%s: %s" % (path, exc))
+            return "", info
+        if size > self.p["log_max_bytes"]:
+            info["truncated"] = True
+        text = self._limit(data, info)
+        if since is not None:
+            text = self._filter_since(text, since)
+            info["lines_in_window"] = text.count("\n")
+        info["status"] = "ok"
+        return text, info
+
+    @staticmethod
+    def _filter_since(text, since):
+        if since[0] == "relative":
+            threshold = (datetime.datetime.now() - datetime.timedelta(seconds=since[1])).strftime("%Y-%m-%d %H:%M:%S")
+        else:
+            threshold = since[1]
+        kept, keep = [], False
+        for line in text.splitlines(True):
+            stamp = split_prefix(line)["time"]
+            if stamp is not None:
+                keep = stamp >= threshold
+            if keep:
+                kept.append(line)
+        return "".join(kept)
+
+    def _read_command(self, src, since):
+        info = {"source": src, "truncated": False}
+        if src == "journald":
+            binary = self.module.get_bin_path("journalctl")
+            cmd = [binary, "--no-pager", "-o", "short-iso", "-u", self.p["log_unit"], "-n", str(self.p["log_max_lines"])]
+            if since is not None:
+                cmd += ["--since", "-%ds" % since[1] if since[0] == "relative" else since[1]]
+        else:
+            binary = self.module.get_bin_path(src)
+            cmd = [binary, "logs", "--tail", str(self.p["log_max_lines"])]
+            if since is not None:
+                cmd += ["--since", "%ds" % since[1] if since[0] == "relative" else since[1].replace(" ", "T")]
+            cmd.append(self.p["log_container"])
+        if not binary:
+            info.update(status="error", msg="%s is not installed on this host (log_source=%s); install it or choose another log_source"
+                        % ("journalctl" if src == "journald" else src, src))
+            return "", info
+        info["command"] = cmd
+        rc, out, err = self.module.run_command(cmd, check_rc=False, environ_update={"LC_ALL": "C", "LANGUAGE": "C"})
+        info["rc"] = rc
+        if rc != 0:
+            info.update(status="error", msg="%s exited %d: %s" % (" ".join(cmd), rc, (err or out).strip()[-500:]))
+            return "", info
+        # docker/podman logs write the container's stdout to stdout and its stderr (where SGLang logs) to stderr
+        data = (out or "") + ("\n" if out and not out.endswith("\n") else "") + (err or "") if src != "journald" else (out or "")
+        text = self._limit(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data, info)
+        info["status"] = "ok"
+        return text, info
+
+
+class Checker(object):
+    """Collects the evidence and computes the verdicts (no side effects beyond HTTP reads, the probe and log reads)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.sources = dict((name, {"status": "skipped"}) for name in ("ready", "server_info", "model_info", "probe", "metrics", "logs"))
+        self.server_info = None
+        self.model_info = None
+        self.probe = None
+        self.metrics = None
+        self.log = None
+        self.log_tail = []
+        self.client = SGLangClient(self.p["url"], api_key=self.p["api_key"], timeout=self.p["timeout"], module=module,
+                                   validate_certs=self.p["validate_certs"])
+
+    # ---- evidence -------------------------------------------------------------------------
+    def collect(self):
+        ready = self._ready()
+        if ready:
+            self._server_info()
+            self._model_info()
+            if self.p["probe"]:
+                self._probe()
+            if self.p["metrics"]:
+                self._metrics()
+        if self.p["log_source"] != "none":
+            self._logs()
+        return ready
+
+    def _ready(self):
+        try:
+            res = self.client.wait_ready(timeout_s=self.p["ready_timeout"], interval_s=self.p["ready_interval"])
+            self.sources["ready"] = {"status": "ok", "elapsed_s": res["elapsed_s"], "polls": len(res["attempts"]),
+                                     "status_counts": res["status_counts"]}
+            return True
+        except SGLangNotReady as exc:
+            self.sources["ready"] = error_source(exc)
+            return False
+
+    def _server_info(self):
+        try:
+            endpoint, info = self.client.server_info()
+            self.server_info = info
+            self.sources["server_info"] = {"status": "ok", "endpoint": endpoint, "version": info.get("version")}
+        except SGLangHTTPError as exc:
+            self.sources["server_info"] = error_source(exc)
+
+    def _model_info(self):
+        try:
+            endpoint, info = self.client.model_info()
+            self.model_info = info if isinstance(info, dict) else {}
+            self.sources["model_info"] = {"status": "ok", "endpoint": endpoint, "architectures": self.model_info.get("architectures"),
+                                          "model_path": self.model_info.get("model_path")}
+        except SGLangHTTPError as exc:
+            self.sources["model_info"] = error_source(exc)
+
+    def _probe(self):
+        try:
+            self.probe = self.client.generate_probe(prompt=self.p["probe_prompt"], max_new_tokens=self.p["probe_max_new_tokens"])
+            self.sources["probe"] = {"status": "ok", "completion_tokens": self.probe["completion_tokens"],
+                                     "elapsed_s": self.probe["elapsed_s"], "tok_per_s": self.probe["tok_per_s"],
+                                     "spec": self.probe["spec"]["raw"], "finish_reason": self.probe["spec"]["finish_reason"]}
+        except SGLangHTTPError as exc:
+            self.sources["probe"] = error_source(exc)
+
+    def _metrics(self):
+        try:
+            text = self.client.metrics_text()
+        except SGLangHTTPError as exc:
+            self.sources["metrics"] = error_source(exc)
+            return
+        if text is None:
+            self.sources["metrics"] = {"status": "disabled", "msg": "/metrics answered 404: the server was started without --enable-metrics"}
+            return
+        self.metrics = sglang_summary(text)
+        self.sources["metrics"] = dict(status="ok", **dict((k, v) for k, v in self.metrics.items() if v is not None))
+
+    def _logs(self):
+        text, info = LogReader(self.module).read()
+        if info.get("status") == "ok":
+            self.log = parse_log(text)
+            self.log_tail = [line for line in text.splitlines() if line.strip()][-20:]
+            info.update(runs=self.log["runs"], decode_lines=self.log["decode"], prefill_lines=self.log["prefill"],
+                        load_weight_lines=len(self.log["load_weights"]), ready_logged=self.log["ready"])
+        self.sources["logs"] = info
+
+    # ---- derived values -------------------------------------------------------------------
+    def running_args(self):
+        """``(args, source)``: /server_info when read, else the server_args= log line, else ({}, None)."""
+        if self.server_info is not None:
+            return self.server_info, "server_info"
+        if self.log and self.log.get("server_args"):
+            return self.log["server_args"], "logs"
+        return {}, None
+
+    def accept_length_sources(self):
+        """``[(source, accept_length)]`` in priority order: probe, logs, metrics, server_info (lifetime).
+
+        Values below 1 - NEVER_ACCEPTED_TOLERANCE are not accept lengths (SGLang exports its spec gauges as 0 when
+        speculation is off or before the first Decode log interval) and are left out. Rounded to 4 decimals.
+        """
+        found = []
+        if self.probe and self.probe["spec"]["accept_length"] is not None:
+            found.append(("probe", self.probe["spec"]["accept_length"]))
+        if self.log and self.log.get("accept_length") is not None:
+            found.append(("logs", self.log["accept_length"]))
+        if self.metrics and self.metrics.get("accept_length") is not None:
+            found.append(("metrics", self.metrics["accept_length"]))
+        lifetime = avg_spec_accept_length(self.server_info) if self.server_info else None
+        if lifetime is not None:
+            found.append(("server_info", lifetime))
+        return [(name, round(float(value), 4)) for name, value in found if float(value) >= 1.0 - NEVER_ACCEPTED_TOLERANCE]
+
+    def gen_throughput(self):
+        if self.log and self.log.get("gen_throughput") is not None:
+            return self.log["gen_throughput"], "logs"
+        if self.metrics and self.metrics.get("gen_throughput"):
+            return self.metrics["gen_throughput"], "metrics"
+        value = last_gen_throughput(self.server_info) if self.server_info else None
+        if value:
+            return value, "server_info"
+        return None, None
+
+    def speculation(self):
+        args, source = self.running_args()
+        if source is not None:
+            return "on" if args.get("speculative_algorithm") else "off"
+        if self.probe is not None:
+            return "on" if self.probe["spec"]["accept_length"] is not None else "off"
+        if self.log is not None:
+            return self.log["speculation"]
+        return "unknown"
+
+    # ---- verdicts -------------------------------------------------------------------------
+    def verdicts(self, ready):
+        result = {}
+        if ready:
+            src = self.sources["ready"]
+            result["ready"] = verdict("pass", "/health answered 200 after %.1f s (%d polls)" % (src["elapsed_s"], src["polls"]),
+                                      status_counts=src["status_counts"])
+        else:
+            src = self.sources["ready"]
+            refusals = (self.log or {}).get("refusals") or []
+            reason = src.get("msg", "server not ready")
+            if refusals:
+                reason += "; the log shows a startup refusal: %s (%s; fix: %s)" % (refusals[-1]["text"], refusals[-1]["cause"], refusals[-1]["fix"])
+            result["ready"] = verdict("fail", reason, status_counts=src.get("status_counts"), last_status=src.get("http_status"),
+                                      refusals=refusals, log_tail=self.log_tail)
+            for name in VERDICTS[1:]:
+                result[name] = verdict("unknown", "not checked: the server is not ready")
+            return result
+        result["configured"] = self._configured()
+        spec_on = result["configured"]["evidence"].get("speculative_algorithm") is not None
+        if not self.p["expect_speculative"]:
+            result["loaded"] = verdict("skip", "speculative decoding is not expected (expect_speculative=false)")
+            result["accepting"] = verdict("skip", "speculative decoding is not expected (expect_speculative=false)")
+        elif not spec_on and result["configured"]["status"] == "fail":
+            result["loaded"] = verdict("fail", "no draft model: the server runs without speculative decoding")
+            result["accepting"] = verdict("fail", "no speculative decoding: no accept length to check")
+        else:
+            result["accepting"] = self._accepting()
+            result["loaded"] = self._loaded(result["accepting"])
+        result["as_intended"] = self._as_intended()
+        return dict((name, result[name]) for name in VERDICTS)
+
+    def _configured(self):
+        args, source = self.running_args()
+        expect = self.p["expect_speculative"]
+        if source is None:
+            spec = self.speculation()
+            if spec == "unknown":
+                return verdict("unknown", "no server args (neither /server_info nor a server_args= log line) and no other evidence")
+            ok = (spec == "on") == expect
+            return verdict("pass" if ok else "fail", "speculation %s according to the %s (no server args read)"
+                           % (spec, "probe" if self.probe is not None else "logs"), speculative_algorithm=None, source=spec)
+        algo = args.get("speculative_algorithm")
+        draft = args.get("speculative_draft_model_path")
+        model = args.get("model_path")
+        evidence = dict(speculative_algorithm=algo, speculative_draft_model_path=draft, model_path=model, source=source,
+                        speculative_num_steps=args.get("speculative_num_steps"), speculative_eagle_topk=args.get("speculative_eagle_topk"),
+                        speculative_num_draft_tokens=args.get("speculative_num_draft_tokens"))
+        if not algo:
+            if expect:
+                return verdict("fail", "speculation off: the server runs without speculative decoding (speculative_algorithm is null in %s)"
+                               % source, **evidence)
+            return verdict("pass", "speculation off, as expected (speculative_algorithm is null in %s)" % source, **evidence)
+        if not expect:
+            return verdict("fail", "speculative decoding is on (speculative_algorithm %s) but expect_speculative=false" % algo, **evidence)
+        if not draft or draft == model:
+            where = "the model's own MTP/NextN head (speculative_draft_model_path %s)" % ("unset" if not draft else "= model_path")
+        else:
+            where = "draft model %s" % draft
+        return verdict("pass", "speculative_algorithm %s with %s (steps %s, topk %s, draft tokens %s; from %s)"
+                       % (algo, where, args.get("speculative_num_steps"), args.get("speculative_eagle_topk"),
+                          args.get("speculative_num_draft_tokens"), source), draft=where, **evidence)
+
+    def _accepting(self):
+        found = self.accept_length_sources()
+        evidence = {"sources": dict(found), "min_accept_length": self.p["min_accept_length"]}
+        if not found:
+            return verdict("unknown", "no accept length: no probe spec fields, no Decode line with accept len, no sglang:spec_accept_length, "
+                           "no avg_spec_accept_length (enable probe, metrics or logs)", **evidence)
+        source, value = found[0]
+        evidence.update(accept_length=value, source=source)
+        if is_never_accepted(value):
+            evidence["causes"] = list(NEVER_ACCEPTED_CAUSES)
+            return verdict("fail", "draft loaded but never accepted: accept length %.2f from the %s is 1.00 +/- %.2f (no draft token accepted)"
+                           % (value, source, NEVER_ACCEPTED_TOLERANCE), **evidence)
+        if value < self.p["min_accept_length"]:
+            return verdict("fail", "accept length %.2f from the %s is below min_accept_length %.2f" % (value, source, self.p["min_accept_length"]),
+                           **evidence)
+        return verdict("pass", "accept length %.2f from the %s (>= %.2f)" % (value, source, self.p["min_accept_length"]), **evidence)
+
+    def _loaded(self, accepting):
+        log = self.log
+        if log and log.get("refusals"):
+            refusal = log["refusals"][-1]
+            return verdict("fail", "the server refused to start: %s" % refusal["text"], refusal=refusal)
+        if log and log["load_weights"]:
+            evidence = dict(draft_class=log["draft_class"], target_class=log["target_class"], draft_mem_gb=log["draft_mem_gb"],
+                            target_loaded_ranks=log["target_loaded_ranks"], draft_loaded_ranks=log["draft_loaded_ranks"])
+            if not log["draft_class"]:
+                return verdict("fail", "the target %s loaded on %s but no draft Load weight end. line followed"
+                               % (log["target_class"], ", ".join(log["target_loaded_ranks"])), **evidence)
+            if log["draft_before_target_ranks"]:
+                return verdict("fail", "a draft loaded before the target on %s: the log window does not hold one clean server start"
+                               % ", ".join(log["draft_before_target_ranks"]), **evidence)
+            if log["draft_missing_ranks"]:
+                return verdict("fail", "draft %s loaded on %s but not on %s"
+                               % (log["draft_class"], ", ".join(log["draft_loaded_ranks"]), ", ".join(log["draft_missing_ranks"])), **evidence)
+            mems = sorted(set(v for v in log["draft_mem_gb"].values() if v is not None))
+            return verdict("pass", "draft %s loaded after the target %s on %s (%s GB per rank)"
+                           % (log["draft_class"], log["target_class"], ", ".join(log["draft_loaded_ranks"]),
+                              "/".join("%.2f" % m for m in mems) or "?"), **evidence)
+        value = accepting["evidence"].get("accept_length")
+        if value is not None and value > 1.0 + NEVER_ACCEPTED_TOLERANCE:
+            return verdict("pass", "inferred: accepted draft tokens (accept length %.2f from the %s) prove a working draft; "
+                           "no Load weight end. line was read" % (value, accepting["evidence"]["source"]),
+                           inferred_from="accepting", log_status=self.sources["logs"].get("status"))
+        return verdict("unknown", "no Load weight end. line was read (log_source=%s, status %s) and no accepted draft token proves a draft"
+                       % (self.p["log_source"], self.sources["logs"].get("status")), log_status=self.sources["logs"].get("status"))
+
+    def _as_intended(self):
+        expected = normalize_expected(self.p["expected"])
+        if not expected:
+            return verdict("skip", "no expected configuration given (option expected)")
+        args, source = self.running_args()
+        if source is None:
+            return verdict("unknown", "the running server args could not be read (no /server_info, no server_args= log line)", expected=expected)
+        differences, matched, not_reported = compare_expected(expected, args)
+        evidence = dict(expected=expected, differences=differences, matched=matched, not_reported=not_reported, source=source)
+        if differences:
+            return verdict("fail", "the running server differs from the expected configuration: %s"
+                           % "; ".join("%s expected %r, running %r" % (d["name"], d["expected"], d["running"]) for d in differences),
+                           **evidence)
+        if not matched:
+            return verdict("unknown", "none of the expected keys is reported by the server (%s)" % ", ".join(not_reported), **evidence)
+        return verdict("pass", "%d server args match (%s)%s" % (len(matched), ", ".join(matched),
+                                                                "; not reported: " + ", ".join(not_reported) if not_reported else ""), **evidence)
+
+    def extra_warnings(self):
+        """Warnings derived from the server args (not from log lines)."""
+        found = []
+        args, source = self.running_args()
+        if args.get("speculative_algorithm") and args.get("max_running_requests") == 48 \
+                and normalize_expected(self.p["expected"]).get("max_running_requests") != 48:
+            found.append({"key": "max_running_requests_capped", "text": "max_running_requests is 48 in %s" % source,
+                          "meaning": "SGLang caps running requests at 48 under speculative decoding unless --max-running-requests is set"})
+        if self.log and self.log.get("queued_at_48"):
+            found.append({"key": "queued_at_48_running", "text": "%d Decode lines show #running-req: 48 with requests queued" % self.log["queued_at_48"],
+                          "meaning": "requests wait in #queue-req behind a 48-request cap; set --max-running-requests explicitly"})
+        return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:30000"),
+            api_key=dict(type="str", no_log=True),
+            validate_certs=dict(type="bool", default=True),
+            timeout=dict(type="float", default=60),
+            ready_timeout=dict(type="float", default=600),
+            ready_interval=dict(type="float", default=5),
+            probe=dict(type="bool", default=True),
+            probe_prompt=dict(type="str", default="Count from 1 to 500, separated by commas:"),
+            probe_max_new_tokens=dict(type="int", default=256, no_log=False),
+            metrics=dict(type="bool", default=True),
+            log_source=dict(type="str", default="none", choices=["none", "journald", "docker", "podman", "file"]),
+            log_unit=dict(type="str"),
+            log_container=dict(type="str"),
+            log_path=dict(type="path"),
+            log_since=dict(type="str"),
+            log_max_bytes=dict(type="int", default=8388608),
+            log_max_lines=dict(type="int", default=100000),
+            expect_speculative=dict(type="bool", default=True),
+            expected=dict(type="dict", default={}),
+            min_accept_length=dict(type="float", default=1.2),
+            fail_on=dict(type="list", elements="str", choices=list(VERDICTS), default=list(VERDICTS)),
+        ),
+        supports_check_mode=True,
+    )
+    errors = validate_params(module.params)
+    try:
+        SGLangClient(module.params["url"])
+    except ValueError as exc:
+        errors.append(str(exc))
+    if errors:
+        module.fail_json(msg="speculative_check: bad options: " + "; ".join(errors), errors=errors)
+
+    checker = Checker(module)
+    ready = checker.collect()
+    verdicts = checker.verdicts(ready)
+    failed = [name for name in module.params["fail_on"] if verdicts[name]["status"] not in ("pass", "skip")]
+
+    args, dummy = checker.running_args()
+    accept = checker.accept_length_sources()
+    accept_length, accept_source = (accept[0][1], accept[0][0]) if accept else (None, None)
+    num_draft = args.get("speculative_num_draft_tokens") or normalize_expected(module.params["expected"]).get("speculative_num_draft_tokens")
+    gen, gen_source = checker.gen_throughput()
+    log = checker.log or {}
+    warnings_found = [dict((k, w[k]) for k in ("key", "meaning", "text", "time", "rank") if k in w) for w in log.get("warnings", [])]
+    warnings_found.extend(checker.extra_warnings())
+    result = dict(
+        changed=False,
+        passed=not failed,
+        failed_verdicts=failed,
+        verdicts=verdicts,
+        speculation=checker.speculation() if ready else "unknown",
+        accept_length=accept_length,
+        accept_length_source=accept_source,
+        accept_rate=recompute_accept_rate(accept_length, num_draft),
+        num_draft_tokens=num_draft,
+        gen_throughput=gen,
+        gen_throughput_source=gen_source,
+        probe_tok_per_s=checker.probe["tok_per_s"] if checker.probe else None,
+        draft_class=log.get("draft_class"),
+        draft_kind=log.get("draft_kind"),
+        draft_mem_gb=log.get("draft_mem_gb") or {},
+        target_class=log.get("target_class") or ((checker.model_info or {}).get("architectures") or [None])[0],
+        server_version=(checker.server_info or {}).get("version"),
+        warnings_found=warnings_found,
+        refusals=log.get("refusals", []),
+        sources=checker.sources,
+    )
+    facts = dict((k, result[k]) for k in ("passed", "speculation", "accept_length", "accept_length_source", "accept_rate", "num_draft_tokens",
+                                          "gen_throughput", "gen_throughput_source", "probe_tok_per_s", "draft_class", "draft_kind",
+                                          "draft_mem_gb", "target_class", "server_version"))
+    facts["algorithm"] = args.get("speculative_algorithm")
+    facts["warnings"] = [w["key"] for w in warnings_found]
+    facts["verdicts"] = dict((k, {"status": v["status"], "reason": v["reason"]}) for k, v in verdicts.items())
+    result["ansible_facts"] = {"llmops_speculative": facts}
+    if failed:
+        module.fail_json(msg="speculative_check failed on %s: %s" % (module.params["url"], "; ".join(
+            "%s: %s" % (name, verdicts[name]["reason"]) for name in failed)), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
