@@ -1,0 +1,164 @@
+"""How much does the serving-benchmark client (plugins/module_utils/bench_client.py) cost, and how exact is it?
+
+Prints numbers (this is a measurement script, not a test):
+
+1. Capacity, against the SGLang simulator in instant mode (``SGLANG_SIM_INSTANT=1``: the same token
+   accounting and chunks as the real-time simulator, no sleeping). The client (this process) is pinned to
+   one CPU and the simulator to another with ``os.sched_setaffinity``. For each concurrency level:
+   streamed tokens, wall time, token rate, the client's CPU time (``time.process_time``) per streamed
+   token, the client's CPU use (CPU s / wall s; near 1.0 means the client is the bottleneck), the
+   simulator's CPU use, and the capacity of one client core = tokens / client CPU seconds.
+2. Accuracy, against the real-time simulator at concurrency 1: median TTFT and TPOT measured by the client
+   versus the simulator's known timing (tests/sandbox/sglang_sim/timing.py: TTFT = one prefill batch
+   t0 + 0.05 ms x input tokens; TPOT = decode step / tokens per step: 9.09 ms off, 14.815 / 2 ms on), and
+   the client's E2E versus the server's own ``meta_info.e2e_latency`` for the same requests.
+
+Goals (issue 5): >= 50,000 streamed tok/s and >= 512 concurrent streams on one client core; TTFT and TPOT
+medians within 2 % of the simulator's timing.
+
+Usage: .venv/bin/python benchmarks/client_load.py [--levels 64,256,512] [--output-len 256] [--rounds 2]
+       [--client-cpu 0] [--sim-cpu 1] [--skip-accuracy] [--skip-capacity]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, ".collections"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
+
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_client as bc  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_stats as bs  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils import sglang_metrics  # noqa: E402
+from sglang_sim.harness import SimProcess  # noqa: E402
+from sglang_sim.timing import TimingModel  # noqa: E402
+
+SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "2"]
+
+
+def proc_cpu_s(pid):
+    """utime + stime of a process in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    with open("/proc/%d/stat" % pid) as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def max_in_flight(results):
+    """Most requests streaming at the same instant (sweep over start/end times of completed requests)."""
+    events = []
+    for r in results:
+        if r.success:
+            events.append((r.start_time, 1))
+            events.append((r.start_time + r.latency, -1))
+    cur = best = 0
+    for _t, d in sorted(events):
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def server_hist(srv, name):
+    """(sum, count) of a /metrics histogram (the server's own measurement), via module_utils/sglang_metrics.py."""
+    parsed = sglang_metrics.parse_prometheus(srv.get_text("/metrics"))
+    return (sum(sglang_metrics.values(parsed, name + "_sum")), sum(sglang_metrics.values(parsed, name + "_count")))
+
+
+def capacity(args, log_dir):
+    print("== capacity: client pinned to CPU %d, simulator (instant mode, MTP off) pinned to CPU %d ==" % (args.client_cpu, args.sim_cpu))
+    os.sched_setaffinity(0, {args.client_cpu})
+    top = max(args.levels)
+    srv = SimProcess(args=["--tp", "4", "--max-running-requests", str(max(1024, top)), "--cuda-graph-max-bs", "1024"],
+                     instant=True, cpu=args.sim_cpu, log_path=os.path.join(log_dir, "sim-capacity.log"))
+    rows = []
+    try:
+        srv.wait_ready(timeout=60)
+        target = bc.Target(srv.url, timeout_s=300, stall_timeout_s=60)
+        bc.run_benchmark(target, bc.make_prompts(8, args.input_len, 16, seed=9), max_concurrency=8)   # warm the server
+        cols = ("conc", "requests", "tokens", "wall s", "tok/s", "client us/tok", "client cpu", "sim cpu", "capacity tok/s", "max in flight")
+        print("%8s %8s %10s %9s %12s %14s %10s %10s %16s %s" % cols)
+        for conc in args.levels:
+            for _r in range(args.rounds):
+                prompts = bc.make_prompts(conc * 2, args.input_len, args.output_len, seed=conc)
+                sim0 = proc_cpu_s(srv.proc.pid)
+                c0 = time.process_time()
+                w0 = time.perf_counter()
+                res, dur, _w = bc.run_benchmark(target, prompts, max_concurrency=conc)
+                wall = time.perf_counter() - w0
+                cpu = time.process_time() - c0
+                sim_cpu = proc_cpu_s(srv.proc.pid) - sim0
+                m = bs.level_metrics(res, dur)
+                toks = m["total_output_tokens"]
+                row = (conc, len(prompts), toks, wall, toks / wall, 1e6 * cpu / max(toks, 1), cpu / wall, sim_cpu / wall,
+                       toks / cpu if cpu else 0.0, max_in_flight(res), m["failed"])
+                rows.append(row)
+                print("%8d %8d %10d %9.2f %12.0f %14.2f %10.2f %10.2f %16.0f %6d%s" % (row[:10] + (("  FAILED %d" % row[10]) if row[10] else "",)))
+    finally:
+        srv.stop()
+    return rows
+
+
+def accuracy(args, log_dir):
+    print("\n== accuracy: real-time simulator at concurrency 1, input %d, output %d tokens ==" % (args.input_len, args.acc_output_len))
+    out = []
+    for name, extra, steps, draft in (("MTP off", [], 0, 0), ("MTP on", SPEC, 1, 2)):
+        tm = TimingModel(num_steps=steps, num_draft_tokens=draft)
+        per_step = tm.decode_step_s(1)
+        tokens_per_step = 2 if steps else 1
+        exp_tpot = per_step / tokens_per_step
+        exp_ttft = tm.prefill_s(args.input_len)
+        srv = SimProcess(args=["--tp", "4", "--enable-metrics"] + extra, cpu=args.sim_cpu,
+                         log_path=os.path.join(log_dir, "sim-acc-%d.log" % steps))
+        try:
+            srv.wait_ready(timeout=60)
+            target = bc.Target(srv.url, timeout_s=300, stall_timeout_s=60)
+            bc.run_benchmark(target, bc.make_prompts(1, args.input_len, 8, seed=6))     # warm-up, outside the histogram delta
+            h0 = server_hist(srv, "sglang:time_to_first_token_seconds")
+            res, dur, _w = bc.run_benchmark(target, bc.make_prompts(args.acc_requests, args.input_len, args.acc_output_len, seed=5),
+                                            max_concurrency=1)
+            h1 = server_hist(srv, "sglang:time_to_first_token_seconds")
+        finally:
+            srv.stop()
+        srv_ttft = (h1[0] - h0[0]) / (h1[1] - h0[1]) if h1[1] > h0[1] else float("nan")
+        m = bs.level_metrics(res, dur)
+        e2e_err = [r.latency - r.final_meta["e2e_latency"] for r in res if r.success and r.final_meta and "e2e_latency" in r.final_meta]
+        ttft_err = 100.0 * (m["median_ttft_ms"] / 1000.0 - exp_ttft) / exp_ttft
+        tpot_err = 100.0 * (m["median_tpot_ms"] / 1000.0 - exp_tpot) / exp_tpot
+        print("%-8s TTFT median %.3f ms vs %.3f ms model (%+.2f %%), mean %.3f ms vs the server's own mean %.3f ms (%+.2f %%)\n"
+              "         TPOT median %.4f ms vs %.4f ms model (%+.2f %%); output %.1f tok/s; accept length %s;\n"
+              "         client E2E - server meta_info.e2e_latency: median %+.3f ms over %d requests; failed %d"
+              % (name, m["median_ttft_ms"], exp_ttft * 1000, ttft_err, m["mean_ttft_ms"], srv_ttft * 1000,
+                 100.0 * (m["mean_ttft_ms"] / 1000.0 - srv_ttft) / srv_ttft,
+                 m["median_tpot_ms"], exp_tpot * 1000, tpot_err,
+                 m["output_throughput"], ("%.2f" % m["accept_length"]) if m["accept_length"] else "-",
+                 1000 * bs.median(e2e_err), len(e2e_err), m["failed"]))
+        out.append((name, ttft_err, tpot_err))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("--levels", default="64,256,512", help="concurrency levels of the capacity run")
+    ap.add_argument("--output-len", type=int, default=256, help="output tokens per request in the capacity run")
+    ap.add_argument("--input-len", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--acc-output-len", type=int, default=201, help="odd, so MTP's 2-token steps divide output-1 exactly")
+    ap.add_argument("--acc-requests", type=int, default=5)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--sim-cpu", type=int, default=1)
+    ap.add_argument("--skip-capacity", action="store_true")
+    ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--log-dir", default="/tmp")
+    args = ap.parse_args()
+    args.levels = [int(x) for x in args.levels.split(",") if x]
+    if not args.skip_capacity:
+        capacity(args, args.log_dir)
+    if not args.skip_accuracy:
+        accuracy(args, args.log_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,325 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark records, reports, gates and the MTP A/B decision (pure Python, no I/O).
+
+A *record* is one level of a sweep: one line of a bench_serving-compatible ``results.jsonl``
+(SGLang 0.5.9 ``bench_serving --output-file`` keys, SGLANG_FACTS.md section 5.1, in that order),
+followed by this collection's extra keys (see :data:`bench_stats.EXTRA_KEYS`) and ``level``
+(1-based index in the sweep), ``run_id``, ``host``, ``label``, ``started_at``.
+
+Units in records: times ``*_ms`` in ms, ``duration`` in s, throughputs in tok/s (req/s for
+``request_throughput``), ``decode_tok_s_per_request`` in tok/s, ``request_rate`` in req/s
+(``None`` in records and summaries when unlimited, ``Infinity`` in results.jsonl as bench_serving writes it).
+
+A/B maths (:func:`compare`): levels of the two runs are matched by ``max_concurrency`` (or
+``request_rate`` for rate sweeps). ``speedup`` = candidate output_throughput / baseline
+output_throughput at the same level. The crossover is where the speedup falls to 1.0: the first
+pair of adjacent levels with speedup > 1 then <= 1, interpolated linearly in log2(concurrency)
+(concurrency sweeps are geometric); ``crossover_level`` is the first measured level at or past it.
+The decision at ``target`` uses the measured speedup at that level, or the log2-interpolated one
+between the two neighbouring levels (the nearest level's value, flagged ``extrapolated``, outside the
+measured range). The candidate wins when speedup > 1 + ``min_gain``; a tie keeps the baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import BENCH_SERVING_KEYS, EXTRA_KEYS
+
+CONFIG_KEYS = ("tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len",
+               "random_input_len", "random_output_len", "random_range_ratio", "server_info")
+META_KEYS = ("level", "label", "run_id", "host", "started_at", "url", "speculative")
+
+GATE_KEYS = ("min_output_throughput", "max_p99_ttft_ms", "max_p99_tpot_ms", "min_accept_length", "max_failed_fraction")
+
+
+class ReportError(Exception):
+    """Unusable report input (no levels, levels that do not match, bad gate). The message names the value and the fix."""
+
+
+def make_record(metrics, config, server_info=None, meta=None):
+    """One JSONL record: bench_serving keys in bench_serving's order, then extras, then ``meta``.
+
+    Args:
+      metrics (dict): :func:`bench_stats.level_metrics` output.
+      config (dict): ``backend``, ``max_concurrency`` (int or None), ``request_rate`` (req/s or None
+        = unlimited), ``random_input_len``, ``random_output_len``, ``random_range_ratio``, ``tag``,
+        ``num_prompts``, ``warmup_requests``.
+      server_info (dict or None): the server's ``/server_info`` JSON (embedded as bench_serving does).
+      meta (dict or None): ``level``, ``label``, ``run_id``, ``host``, ``started_at``, ``url``, ``speculative``.
+    """
+    rate = config.get("request_rate")
+    rec = {}
+    for k in BENCH_SERVING_KEYS:
+        if k in metrics:
+            rec[k] = metrics[k]
+        elif k == "request_rate":
+            rec[k] = float(rate) if rate else None
+        elif k == "dataset_name":
+            rec[k] = config.get("dataset_name", "random-ids")
+        elif k == "server_info":
+            rec[k] = server_info
+        elif k == "sharegpt_output_len":
+            rec[k] = None
+        else:
+            rec[k] = config.get(k)
+    for k in EXTRA_KEYS:
+        if k in metrics:
+            rec[k] = metrics[k]
+        elif k in config:
+            rec[k] = config[k]
+    for k, v in (meta or {}).items():
+        rec[k] = v
+    return rec
+
+
+def jsonl_line(rec):
+    """One results.jsonl line for ``rec``: JSON, with an unlimited ``request_rate`` (None) written as
+    ``Infinity`` exactly as bench_serving's ``json.dumps(float("inf"))`` does."""
+    if rec.get("request_rate") is None and "request_rate" in rec:
+        rec = dict(rec)
+        rec["request_rate"] = float("inf")
+    return json.dumps(rec)
+
+
+def level_key(rec):
+    """The sweep coordinate of a record: ``("max_concurrency", n)`` or ``("request_rate", r)``."""
+    mc = rec.get("max_concurrency")
+    if mc:
+        return ("max_concurrency", int(mc))
+    rate = rec.get("request_rate")
+    if rate is None or (isinstance(rate, float) and math.isinf(rate)):
+        return ("request_rate", float("inf"))
+    return ("request_rate", float(rate))
+
+
+def _rate_display(rate):
+    if rate is None or (isinstance(rate, float) and math.isinf(rate)):
+        return None
+    return rate
+
+
+SUMMARY_FIELDS = (
+    ("level", "level"), ("max_concurrency", "concurrency"), ("request_rate", "request_rate"),
+    ("completed", "completed"), ("failed", "failed"), ("output_throughput", "output_tok_s"),
+    ("decode_tok_s_per_request", "decode_tok_s_per_req"), ("median_ttft_ms", "median_ttft_ms"),
+    ("p99_ttft_ms", "p99_ttft_ms"), ("median_tpot_ms", "median_tpot_ms"), ("p99_tpot_ms", "p99_tpot_ms"),
+    ("median_itl_ms", "median_itl_ms"), ("median_e2e_latency_ms", "median_e2e_ms"), ("concurrency", "measured_concurrency"),
+    ("accept_length", "accept_length"), ("duration", "duration_s"),
+)
+
+
+def summary_rows(records):
+    """Compact per-level rows (dicts keyed by the second names of :data:`SUMMARY_FIELDS`)."""
+    rows = []
+    for i, rec in enumerate(records):
+        row = {}
+        for src, name in SUMMARY_FIELDS:
+            v = rec.get(src)
+            if src == "level" and v is None:
+                v = i + 1
+            if src == "request_rate":
+                v = _rate_display(v)
+            row[name] = v
+        rows.append(row)
+    return rows
+
+
+def _fmt(v, nd=1):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf"
+        return ("%%.%df" % nd) % v
+    return str(v)
+
+
+def markdown_table(records):
+    """The per-level Markdown table (one row per level) for summary.md and the end of the play."""
+    head = ("| level | concurrency | rate (req/s) | ok | failed | output tok/s | decode tok/s/req | TTFT p50 ms | TTFT p99 ms "
+            "| TPOT p50 ms | TPOT p99 ms | ITL p50 ms | E2E p50 ms | accept len |")
+    sep = "|" + "---:|" * 14
+    lines = [head, sep]
+    for row in summary_rows(records):
+        lines.append("| %s |" % " | ".join([
+            _fmt(row["level"]), _fmt(row["concurrency"]), _fmt(row["request_rate"]), _fmt(row["completed"]),
+            _fmt(row["failed"]), _fmt(row["output_tok_s"]), _fmt(row["decode_tok_s_per_req"]),
+            _fmt(row["median_ttft_ms"]), _fmt(row["p99_ttft_ms"]), _fmt(row["median_tpot_ms"], 2),
+            _fmt(row["p99_tpot_ms"], 2), _fmt(row["median_itl_ms"], 2), _fmt(row["median_e2e_ms"]),
+            _fmt(row["accept_length"], 2)]))
+    return "\n".join(lines)
+
+
+def check_gates(rec, gates):
+    """Gate violations of one record, as messages naming the level and the metric.
+
+    ``gates`` keys (None/absent = not checked): ``min_output_throughput`` (tok/s),
+    ``max_p99_ttft_ms`` (ms), ``max_p99_tpot_ms`` (ms), ``min_accept_length``,
+    ``max_failed_fraction`` (0..1). ``min_accept_length`` fails a level that reported no accept
+    length (speculative decoding off or not visible). Raises ReportError for an unknown gate key.
+    """
+    gates = gates or {}
+    unknown = sorted(set(k for k, v in gates.items() if v is not None) - set(GATE_KEYS))
+    if unknown:
+        raise ReportError("unknown benchmark gate(s) %s; supported gates: %s" % (", ".join(unknown), ", ".join(GATE_KEYS)))
+    where = "level %s (%s=%s)" % (rec.get("level", "?"), level_key(rec)[0], _fmt(level_key(rec)[1]))
+    out = []
+
+    def below(metric, limit, unit):
+        v = rec.get(metric)
+        if v is None or v < limit:
+            out.append("%s: %s %s%s is below the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
+
+    def above(metric, limit, unit):
+        v = rec.get(metric)
+        if v is not None and v > limit:
+            out.append("%s: %s %s%s is above the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
+
+    if gates.get("min_output_throughput") is not None:
+        below("output_throughput", gates["min_output_throughput"], " tok/s")
+    if gates.get("max_p99_ttft_ms") is not None:
+        above("p99_ttft_ms", gates["max_p99_ttft_ms"], " ms")
+    if gates.get("max_p99_tpot_ms") is not None:
+        above("p99_tpot_ms", gates["max_p99_tpot_ms"], " ms")
+    if gates.get("min_accept_length") is not None:
+        below("accept_length", gates["min_accept_length"], "")
+    if gates.get("max_failed_fraction") is not None:
+        above("failed_fraction", gates["max_failed_fraction"], "")
+    return out
+
+
+def _log2(x):
+    return math.log(x, 2)
+
+
+def _interp_log2(x, x1, y1, x2, y2):
+    if x1 == x2:
+        return y1
+    return y1 + (y2 - y1) * (_log2(x) - _log2(x1)) / (_log2(x2) - _log2(x1))
+
+
+def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_off", candidate_label="mtp_on"):
+    """A/B comparison of two sweeps (lists of records) on the same levels.
+
+    Returns a dict:
+      ``levels``: per matched level ``{key, level (coordinate value), baseline_output_tok_s,
+      candidate_output_tok_s, speedup, baseline_decode_tok_s_per_req, candidate_decode_tok_s_per_req,
+      decode_speedup, baseline_median_ttft_ms, candidate_median_ttft_ms, baseline_median_tpot_ms,
+      candidate_median_tpot_ms, candidate_accept_length, winner}``, sorted by coordinate;
+      ``crossover``: ``{concurrency (float, interpolated) or None, level (first measured level where
+      the candidate no longer wins) or None, note}``;
+      ``decision``: ``{target, speedup, basis ("measured"|"interpolated"|"extrapolated"), winner
+      (label), winner_is_candidate (bool), min_gain, reason}`` or None without ``target``.
+
+    Levels with no completed request on either side are listed with ``speedup`` None and ignored by
+    the crossover and decision. Raises ReportError when the runs share no level, a run repeats a level coordinate
+    (a sweep over both concurrency and request rate), or ``min_gain`` < 0.
+    """
+    if min_gain is None or min_gain < 0:
+        raise ReportError("min_gain must be >= 0 (fraction, e.g. 0.02 for 2 %%), got %r" % (min_gain,))
+    for name, recs in (("baseline", baseline), ("candidate", candidate)):
+        keys = [level_key(r) for r in recs]
+        if len(set(keys)) != len(keys):
+            raise ReportError("the %s run has several levels at the same coordinate %s (a sweep over both concurrency and "
+                              "request rate); the A/B comparison needs one dimension: set sglang_benchmark_concurrency or "
+                              "sglang_benchmark_request_rates, not both" % (name, sorted(set(k for k in keys if keys.count(k) > 1))))
+    b_by = dict((level_key(r), r) for r in baseline)
+    c_by = dict((level_key(r), r) for r in candidate)
+    keys = sorted(set(b_by) & set(c_by), key=lambda k: (k[0], k[1]))
+    if not keys:
+        raise ReportError("the two runs share no sweep level (baseline %s, candidate %s); run both with the same "
+                          "sglang_benchmark_concurrency / request rates" % (sorted(b_by), sorted(c_by)))
+    rows = []
+    for k in keys:
+        b, c = b_by[k], c_by[k]
+        bo, co = b.get("output_throughput") or 0.0, c.get("output_throughput") or 0.0
+        ok = bool(b.get("completed")) and bool(c.get("completed")) and bo > 0
+        sp = (co / bo) if ok else None
+        bd, cd = b.get("decode_tok_s_per_request") or 0.0, c.get("decode_tok_s_per_request") or 0.0
+        rows.append({
+            "key": k[0], "level": k[1],
+            "baseline_output_tok_s": bo, "candidate_output_tok_s": co, "speedup": sp,
+            "baseline_decode_tok_s_per_req": bd, "candidate_decode_tok_s_per_req": cd,
+            "decode_speedup": (cd / bd) if bd > 0 and cd > 0 else None,
+            "baseline_median_ttft_ms": b.get("median_ttft_ms"), "candidate_median_ttft_ms": c.get("median_ttft_ms"),
+            "baseline_median_tpot_ms": b.get("median_tpot_ms"), "candidate_median_tpot_ms": c.get("median_tpot_ms"),
+            "candidate_accept_length": c.get("accept_length"),
+            "winner": None if sp is None else (candidate_label if sp > 1.0 + min_gain else baseline_label),
+        })
+    valid = [r for r in rows if r["speedup"] is not None and not math.isinf(r["level"])]
+    crossover = {"concurrency": None, "level": None, "note": ""}
+    if valid:
+        if valid[0]["speedup"] <= 1.0:
+            crossover.update(level=valid[0]["level"], note="%s does not win even at the lowest measured level %s"
+                             % (candidate_label, _fmt(valid[0]["level"])))
+        else:
+            for a, b in zip(valid, valid[1:]):
+                if a["speedup"] > 1.0 >= b["speedup"]:
+                    x = _log2(a["level"]) + (1.0 - a["speedup"]) / (b["speedup"] - a["speedup"]) * (_log2(b["level"]) - _log2(a["level"]))
+                    crossover.update(concurrency=2 ** x, level=b["level"],
+                                     note="speedup falls from %.3f at %s to %.3f at %s; 1.0 at about %.1f (log2 interpolation)"
+                                     % (a["speedup"], _fmt(a["level"]), b["speedup"], _fmt(b["level"]), 2 ** x))
+                    break
+            else:
+                crossover["note"] = "%s wins at every measured level (up to %s)" % (candidate_label, _fmt(valid[-1]["level"]))
+    decision = None
+    if target is not None:
+        decision = _decide(valid, float(target), min_gain, baseline_label, candidate_label)
+    return {"levels": rows, "crossover": crossover, "decision": decision,
+            "baseline_label": baseline_label, "candidate_label": candidate_label, "metric": "output_throughput"}
+
+
+def _decide(valid, target, min_gain, baseline_label, candidate_label):
+    if target <= 0:
+        raise ReportError("target concurrency must be >= 1, got %r" % (target,))
+    if not valid:
+        raise ReportError("no level completed requests in both runs; cannot decide for concurrency %s" % _fmt(target))
+    exact = [r for r in valid if r["level"] == target]
+    if exact:
+        sp, basis = exact[0]["speedup"], "measured"
+    elif target < valid[0]["level"]:
+        sp, basis = valid[0]["speedup"], "extrapolated"
+    elif target > valid[-1]["level"]:
+        sp, basis = valid[-1]["speedup"], "extrapolated"
+    else:
+        lo = max((r for r in valid if r["level"] < target), key=lambda r: r["level"])
+        hi = min((r for r in valid if r["level"] > target), key=lambda r: r["level"])
+        sp, basis = _interp_log2(target, lo["level"], lo["speedup"], hi["level"], hi["speedup"]), "interpolated"
+    wins = sp > 1.0 + min_gain
+    winner = candidate_label if wins else baseline_label
+    reason = ("at concurrency %s the %s speedup of %s over %s is %.3f (%s); %s needs > %.3f to win, so %s"
+              % (_fmt(target), "output-throughput", candidate_label, baseline_label, sp, basis, candidate_label,
+                 1.0 + min_gain, winner))
+    return {"target": target, "speedup": sp, "basis": basis, "winner": winner, "winner_is_candidate": wins,
+            "min_gain": min_gain, "reason": reason}
+
+
+def ab_markdown(ab):
+    """Markdown for an A/B comparison: per-level speedup table, crossover line and decision line."""
+    bl, cl = ab["baseline_label"], ab["candidate_label"]
+    lines = ["| %s | %s tok/s | %s tok/s | speedup | %s decode tok/s/req | %s decode tok/s/req | decode speedup "
+             "| %s TPOT p50 ms | %s TPOT p50 ms | %s accept len | winner |"
+             % (ab["levels"][0]["key"] if ab["levels"] else "level", bl, cl, bl, cl, bl, cl, cl),
+             "|" + "---:|" * 10 + "---|"]
+    for r in ab["levels"]:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            _fmt(r["level"]), _fmt(r["baseline_output_tok_s"]), _fmt(r["candidate_output_tok_s"]), _fmt(r["speedup"], 3),
+            _fmt(r["baseline_decode_tok_s_per_req"]), _fmt(r["candidate_decode_tok_s_per_req"]), _fmt(r["decode_speedup"], 3),
+            _fmt(r["baseline_median_tpot_ms"], 2), _fmt(r["candidate_median_tpot_ms"], 2), _fmt(r["candidate_accept_length"], 2),
+            r["winner"] or "-"))
+    cx = ab["crossover"]
+    lines.append("")
+    lines.append("Crossover: %s%s" % ("concurrency ~%.1f (first losing level %s); " % (cx["concurrency"], _fmt(cx["level"]))
+                                      if cx["concurrency"] is not None else "", cx["note"]))
+    if ab.get("decision"):
+        lines.append("")
+        lines.append("Decision: **%s** (%s)" % (ab["decision"]["winner"], ab["decision"]["reason"]))
+    return "\n".join(lines)

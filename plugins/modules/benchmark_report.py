@@ -1,0 +1,384 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: benchmark_report
+short_description: Write serving-benchmark reports (JSONL, JSON, Markdown, PNG plots) and the MTP A/B decision
+version_added: "1.0.0"
+description:
+  - Writes the records of a M(llmops.sglang.serving_benchmark) sweep under O(dest)/<host>/<run_id>/ as
+    C(results.jsonl) (bench_serving-compatible, one line per level, appended like bench_serving's C(--output-file);
+    a line already present is not written twice), C(summary.json), C(summary.md) and, with O(plots), PNG plots made
+    with matplotlib - C(output_throughput.png) (output tok/s vs concurrency), C(decode_speed.png) (per-request decode
+    tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency).
+  - With O(baseline_records) it also compares the two runs level by level (speedup = O(records) output throughput /
+    O(baseline_records) output throughput), finds the crossover concurrency (speedup 1.0, interpolated in log2
+    concurrency), decides the winner at O(target_concurrency), and writes C(ab_summary.json), C(ab_summary.md),
+    C(ab_throughput.png) and C(ab_speedup.png).
+  - Meant to run on the controller (C(delegate_to localhost)). Files are only rewritten when their content changes.
+author:
+  - llmops.sglang developers (@llmops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+requirements:
+  - matplotlib (only when O(plots=true)), on the host that runs the module
+options:
+  dest:
+    description: Report root directory; files go to O(dest)/O(host)/O(run_id)/.
+    type: path
+    required: true
+  host:
+    description: Host name the benchmark measured (usually C(inventory_hostname)).
+    type: str
+    required: true
+  run_id:
+    description: Run identifier (directory name); letters, digits, C(.), C(_), C(-) only.
+    type: str
+    required: true
+  records:
+    description: Level records as returned by M(llmops.sglang.serving_benchmark) in C(records) (the candidate in an
+      A/B comparison). May be partial (a failed sweep); an empty list writes nothing and fails.
+    type: list
+    elements: dict
+    required: true
+  title:
+    description: Title of the Markdown summary and the plots.
+    type: str
+    default: SGLang serving benchmark
+  plots:
+    description: Draw the PNG plots (needs matplotlib).
+    type: bool
+    default: true
+  baseline_records:
+    description: Records of the baseline run (for example MTP off) for the A/B comparison; omit for a single run.
+    type: list
+    elements: dict
+  baseline_label:
+    description: Name of the baseline in the A/B tables and plots.
+    type: str
+    default: mtp_off
+  candidate_label:
+    description: Name of the candidate (O(records)) in the A/B tables and plots.
+    type: str
+    default: mtp_on
+  target_concurrency:
+    description: Concurrency the service really runs at; the A/B decision is taken there (measured, log2-interpolated
+      between neighbouring levels, or the nearest level when outside the sweep).
+    type: float
+  min_gain:
+    description: The candidate wins only when its speedup exceeds 1 + this fraction (0.02 = 2 %). A tie keeps the baseline.
+    type: float
+    default: 0.0
+attributes:
+  check_mode:
+    support: full
+    details: Computes everything and reports which files would change, without writing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Report of one sweep on the controller
+  llmops.sglang.benchmark_report:
+    dest: "{{ playbook_dir }}/../reports"
+    host: "{{ inventory_hostname }}"
+    run_id: "{{ sglang_benchmark_run_id }}"
+    records: "{{ bench.records }}"
+  delegate_to: localhost
+
+- name: MTP off vs on, decision at concurrency 32
+  llmops.sglang.benchmark_report:
+    dest: reports
+    host: "{{ inventory_hostname }}"
+    run_id: ab-20261129
+    baseline_records: "{{ off.records }}"
+    records: "{{ on.records }}"
+    target_concurrency: 32
+  delegate_to: localhost
+  register: ab
+"""
+
+RETURN = r"""
+path:
+  description: Directory the report was written to.
+  returned: always
+  type: str
+files:
+  description: Files of the report (written or unchanged).
+  returned: always
+  type: list
+  elements: str
+changed_files:
+  description: Files written by this call (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+markdown:
+  description: The per-level Markdown table of O(records) (and the A/B table when compared).
+  returned: always
+  type: str
+summary:
+  description: Compact per-level rows of O(records).
+  returned: always
+  type: list
+  elements: dict
+ab:
+  description: The A/B comparison (C(levels) with C(speedup) per level, C(crossover), C(decision) with C(winner),
+    C(winner_is_candidate), C(speedup), C(basis), C(reason)); empty without O(baseline_records).
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import re
+import tempfile
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
+    ReportError, ab_markdown, compare, jsonl_line, level_key, markdown_table, summary_rows,
+)
+
+MPL_IMP_ERR = None
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    HAS_MPL = True
+except ImportError:
+    MPL_IMP_ERR = traceback.format_exc()
+    HAS_MPL = False
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _x(rec):
+    key, val = level_key(rec)
+    return val
+
+
+def _xlabel(records):
+    key = level_key(records[0])[0] if records else "max_concurrency"
+    return "max concurrency (requests in flight)" if key == "max_concurrency" else "request rate (req/s)"
+
+
+def _plot_series(path, title, xlabel, ylabel, series, hline=None, marker_x=None):
+    """Write one PNG line plot; series = [(label, xs, ys)]. Log2 x axis when all x > 0."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+    try:
+        allx = []
+        for label, xs, ys in series:
+            pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            allx.extend(p[0] for p in pts)
+        if allx and min(allx) > 0 and max(allx) / min(allx) >= 4:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(set(allx)))
+            ax.set_xticklabels([("%g" % v) for v in sorted(set(allx))])
+        if hline is not None:
+            ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
+        if marker_x is not None:
+            ax.axvline(marker_x, color="red", linestyle=":", linewidth=1, label="crossover ~%.1f" % marker_x)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, format="png", metadata={"Software": None})
+    finally:
+        plt.close(fig)
+
+
+def plots_single(tmpdir, records, title):
+    """Draw the single-run plots into tmpdir; returns {filename: bytes}."""
+    xs = [_x(r) for r in records]
+    xl = _xlabel(records)
+    specs = [
+        ("output_throughput.png", "%s: output throughput" % title, "output tok/s", [("output", xs, [r.get("output_throughput") for r in records])]),
+        ("decode_speed.png", "%s: per-request decode speed (1000 / median TPOT)" % title, "tok/s per request",
+         [("decode", xs, [r.get("decode_tok_s_per_request") or None for r in records])]),
+        ("ttft.png", "%s: TTFT" % title, "ms", [(p, xs, [r.get("%s_ttft_ms" % p) for r in records]) for p in ("median", "p90", "p99")]),
+        ("tpot.png", "%s: TPOT" % title, "ms", [(p, xs, [r.get("%s_tpot_ms" % p) for r in records]) for p in ("median", "p90", "p99")]),
+    ]
+    out = {}
+    for name, t, yl, series in specs:
+        path = os.path.join(tmpdir, name)
+        _plot_series(path, t, xl, yl, series)
+        with open(path, "rb") as fh:
+            out[name] = fh.read()
+    return out
+
+
+def plots_ab(tmpdir, ab, baseline, candidate, title):
+    """Draw the A/B plots into tmpdir; returns {filename: bytes}."""
+    rows = [r for r in ab["levels"] if r["level"] != float("inf")]
+    xs = [r["level"] for r in rows]
+    xl = _xlabel(candidate)
+    cx = ab["crossover"]["concurrency"]
+    out = {}
+    specs = [
+        ("ab_throughput.png", "%s: output throughput, %s vs %s" % (title, ab["baseline_label"], ab["candidate_label"]), "output tok/s",
+         [(ab["baseline_label"], xs, [r["baseline_output_tok_s"] for r in rows]),
+          (ab["candidate_label"], xs, [r["candidate_output_tok_s"] for r in rows])], None),
+        ("ab_speedup.png", "%s: speedup %s / %s" % (title, ab["candidate_label"], ab["baseline_label"]),
+         "ratio %s / %s" % (ab["candidate_label"], ab["baseline_label"]),
+         [("output throughput", xs, [r["speedup"] for r in rows]), ("per-request decode", xs, [r["decode_speedup"] for r in rows])], 1.0),
+    ]
+    for name, t, yl, series, hline in specs:
+        path = os.path.join(tmpdir, name)
+        _plot_series(path, t, xl, yl, series, hline=hline, marker_x=cx if name == "ab_speedup.png" else None)
+        with open(path, "rb") as fh:
+            out[name] = fh.read()
+    return out
+
+
+def summary_md(title, host, run_id, records, ab_md=None):
+    lines = ["# %s" % title, "", "Host: `%s`, run: `%s`" % (host, run_id), ""]
+    first = records[0] if records else {}
+    spec = first.get("speculative") or {}
+    lines.append("Backend `%s`, input %s / output %s tokens (range ratio %s), speculative: %s"
+                 % (first.get("backend"), first.get("random_input_len"), first.get("random_output_len"),
+                    first.get("random_range_ratio"),
+                    ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
+                                                              spec.get("num_draft_tokens"))) if spec.get("algorithm") else "off"))
+    lines += ["", markdown_table(records), ""]
+    errs = [(r.get("level"), e) for r in records for e in (r.get("errors") or [])]
+    if errs:
+        lines.append("## Failed requests")
+        lines.append("")
+        for lv, e in errs[:10]:
+            lines.append("- level %s: %s (x%s)" % (lv, e.get("error"), e.get("count")))
+        lines.append("")
+    if ab_md:
+        lines += ["## A/B comparison", "", ab_md, ""]
+    return "\n".join(lines)
+
+
+def merge_jsonl(existing, records):
+    """bench_serving append semantics: keep existing lines, append each record line not already present."""
+    lines = [ln for ln in existing.splitlines() if ln.strip()]
+    have = set(lines)
+    for rec in records:
+        ln = jsonl_line(rec)
+        if ln not in have:
+            lines.append(ln)
+            have.add(ln)
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            dest=dict(type="path", required=True),
+            host=dict(type="str", required=True),
+            run_id=dict(type="str", required=True),
+            records=dict(type="list", elements="dict", required=True),
+            title=dict(type="str", default="SGLang serving benchmark"),
+            plots=dict(type="bool", default=True),
+            baseline_records=dict(type="list", elements="dict"),
+            baseline_label=dict(type="str", default="mtp_off"),
+            candidate_label=dict(type="str", default="mtp_on"),
+            target_concurrency=dict(type="float"),
+            min_gain=dict(type="float", default=0.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    result = dict(changed=False, path="", files=[], changed_files=[], markdown="", summary=[], ab={})
+    if not _RUN_ID.match(p["run_id"]):
+        module.fail_json(msg="benchmark_report: run_id=%r: use only letters, digits, '.', '_' and '-' (it is a directory name)"
+                         % p["run_id"], **result)
+    if "/" in p["host"] or p["host"] in ("", ".", ".."):
+        module.fail_json(msg="benchmark_report: host=%r is not usable as a directory name" % p["host"], **result)
+    records = p["records"]
+    if not records:
+        module.fail_json(msg="benchmark_report: records is empty: the benchmark measured no level, nothing to report", **result)
+    if p["plots"] and not HAS_MPL:
+        module.fail_json(msg=missing_required_lib("matplotlib", reason="to draw the benchmark plots (or set plots=false)"),
+                         exception=MPL_IMP_ERR, **result)
+    outdir = os.path.join(p["dest"], p["host"], p["run_id"])
+    result["path"] = outdir
+    result["summary"] = summary_rows(records)
+    ab = {}
+    ab_md = None
+    if p["baseline_records"] is not None:
+        try:
+            ab = compare(p["baseline_records"], records, target=p["target_concurrency"], min_gain=p["min_gain"],
+                         baseline_label=p["baseline_label"], candidate_label=p["candidate_label"])
+        except ReportError as exc:
+            module.fail_json(msg="benchmark_report: A/B comparison impossible: %s" % to_native(exc), **result)
+        ab_md = ab_markdown(ab)
+    result["ab"] = ab
+    md = summary_md(p["title"], p["host"], p["run_id"], records, ab_md)
+    result["markdown"] = markdown_table(records) + (("\n\n" + ab_md) if ab_md else "")
+
+    jsonl_path = os.path.join(outdir, "results.jsonl")
+    existing = ""
+    if os.path.exists(jsonl_path):
+        with open(jsonl_path) as fh:
+            existing = fh.read()
+    content = {
+        "results.jsonl": merge_jsonl(existing, records).encode("utf-8"),
+        "summary.json": (json.dumps({"host": p["host"], "run_id": p["run_id"], "title": p["title"], "levels": summary_rows(records),
+                                     "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
+        "summary.md": md.encode("utf-8"),
+    }
+    if ab:
+        content["ab_summary.json"] = (json.dumps(ab, indent=1, sort_keys=True) + "\n").encode("utf-8")
+        content["ab_summary.md"] = ("# %s: A/B\n\n%s\n" % (p["title"], ab_md)).encode("utf-8")
+    if p["plots"]:
+        tmp = tempfile.mkdtemp(prefix="llmops-bench-plots-")
+        try:
+            content.update(plots_single(tmp, records, p["title"]))
+            if ab:
+                content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
+        except Exception as exc:  # pylint: disable=broad-except
+            module.fail_json(msg="benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
+                             exception=traceback.format_exc(), **result)
+        finally:
+            for name in os.listdir(tmp):
+                os.unlink(os.path.join(tmp, name))
+            os.rmdir(tmp)
+
+    changed_files = []
+    for name in sorted(content):
+        path = os.path.join(outdir, name)
+        result["files"].append(path)
+        old = None
+        if os.path.exists(path):
+            with open(path, "rb") as fh:
+                old = fh.read()
+        if old == content[name]:
+            continue
+        changed_files.append(path)
+        if module.check_mode:
+            continue
+        try:
+            if not os.path.isdir(outdir):
+                os.makedirs(outdir)
+            fd, tmp_path = tempfile.mkstemp(dir=outdir, prefix=".%s." % name)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content[name])
+            module.atomic_move(tmp_path, path)
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="benchmark_report: cannot write %s: %s" % (path, to_native(exc)), **result)
+    result["changed_files"] = changed_files
+    result["changed"] = bool(changed_files)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

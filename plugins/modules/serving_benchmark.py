@@ -1,0 +1,498 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: serving_benchmark
+short_description: Measure an SGLang (or OpenAI-compatible) server like sglang.bench_serving
+version_added: "1.0.0"
+description:
+  - Sends streaming requests with random token-id prompts of fixed or ranged length to a running server and
+    measures, per sweep level, the metrics of C(sglang.bench_serving) with its JSONL key names
+    (SGLang 0.5.9 C(bench_serving.calculate_metrics)) - completed and failed requests, duration (s),
+    request/input/output/total throughput (req/s, tok/s), mean/median/std/p90/p99 of TTFT, TPOT, ITL and E2E
+    latency (ms), concurrency (sum of E2E latencies / duration), peak output tok/s and peak concurrent requests.
+  - TPOT per request is (E2E - TTFT) / (output tokens - 1). With the C(sglang) backend a chunk that carries several
+    tokens (speculative decoding) has its gap split evenly over those tokens for ITL.
+  - Accept length is computed from this level's responses (sum of C(completion_tokens) / sum of C(spec_verify_ct) of
+    each request's final C(meta_info)), not the server's lifetime C(avg_spec_accept_length) that bench_serving reports.
+  - A sweep is the product of O(max_concurrency) levels and O(request_rate) levels. Each level first sends
+    O(warmup_requests) requests that are not counted.
+  - The load generator is standard-library Python (asyncio), runs wherever the module runs (the GPU host by default,
+    against loopback; delegate the task to a load host or the controller and point O(url) at the server).
+  - Fails, with all measured levels in C(records), when a gate misses (naming the level and the metric), when the
+    failed fraction of a level exceeds O(gates.max_failed_fraction) (default 0, any failed request), or when the
+    server cannot be reached before the load starts.
+author:
+  - llmops.sglang developers (@llmops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  url:
+    description: Base URL of the server, C(http(s)://host:port), without the endpoint path.
+    type: str
+    default: http://127.0.0.1:30000
+  backend:
+    description:
+      - C(sglang) posts to C(/generate) with C(input_ids) (no tokenizer needed) and reads C(meta_info).
+      - C(openai) posts to C(/v1/completions) with the token ids as C(prompt); C(openai-chat) posts to
+        C(/v1/chat/completions) with a text prompt of O(input_len) words. Output tokens come from C(usage).
+    type: str
+    choices: [sglang, openai, openai-chat]
+    default: sglang
+  model:
+    description: Model name sent to the OpenAI backends. Empty uses the server's C(served_model_name) from server info.
+    type: str
+    default: ""
+  api_key:
+    description: Sent as C(Authorization Bearer) when not empty (SGLang C(--api-key)).
+    type: str
+    default: ""
+  input_len:
+    description: Prompt length in tokens (the maximum when O(range_ratio) < 1).
+    type: int
+    default: 1000
+  output_len:
+    description: Output length in tokens, generated with C(ignore_eos) (the maximum when O(range_ratio) < 1).
+    type: int
+    default: 1000
+  range_ratio:
+    description:
+      - Lengths are uniform in [max(int(len * ratio), 1), len], as bench_serving's C(--random-range-ratio).
+      - C(1.0) (the default here; bench_serving defaults to 0.0) gives fixed lengths.
+    type: float
+    default: 1.0
+  num_prompts:
+    description: Measured requests per level (warm-up excluded).
+    type: int
+    default: 100
+  prompts_per_concurrency:
+    description: When > 0, a level sends max(O(num_prompts), this * its max_concurrency) requests, so high levels
+      still reach a steady state.
+    type: int
+    default: 0
+  max_concurrency:
+    description: Levels of at most this many requests in flight (bench_serving C(--max-concurrency)). Empty means no limit.
+    type: list
+    elements: int
+    default: [1]
+  request_rate:
+    description: Levels of Poisson arrival rate in req/s (bench_serving C(--request-rate)). Empty means all at once.
+    type: list
+    elements: float
+    default: []
+  warmup_requests:
+    description: Requests sent before each level and not counted (bench_serving C(--warmup-requests)); they use
+      O(input_len) and at most 32 output tokens.
+    type: int
+    default: 1
+  seed:
+    description: Seed for prompt token ids, ranged lengths and Poisson gaps.
+    type: int
+    default: 1
+  timeout:
+    description: Limit for one whole request, in seconds (0 = none).
+    type: float
+    default: 1800
+  stall_timeout:
+    description: Limit without any byte from the server on a request, in seconds (0 = none). A stalled stream
+      fails with this reason.
+    type: float
+    default: 60
+  abort_after_failures:
+    description: Stop sending a level's remaining requests after this many consecutive failures (0 = never);
+      they count as failed with the reason, so a crashed server ends the sweep quickly.
+    type: int
+    default: 20
+  server_info:
+    description: Read C(/server_info) (C(/get_server_info) on 404) before the load, embed it in each record as
+      bench_serving does, and fail early with the status when the server does not answer.
+    type: bool
+    default: true
+  gates:
+    description: Optional thresholds checked on every level; a miss fails the task naming the level and the metric.
+    type: dict
+    default: {}
+    suboptions:
+      min_output_throughput:
+        description: Minimum output throughput, tok/s.
+        type: float
+      max_p99_ttft_ms:
+        description: Maximum p99 TTFT, ms.
+        type: float
+      max_p99_tpot_ms:
+        description: Maximum p99 TPOT, ms.
+        type: float
+      min_accept_length:
+        description: Minimum accept length of the level's responses (a level without one fails this gate).
+        type: float
+      max_failed_fraction:
+        description: Maximum fraction of failed requests (0..1). Default 0, any failure fails the task.
+        type: float
+        default: 0.0
+  tag:
+    description: bench_serving's C(tag) written in each record.
+    type: str
+    default: ""
+  label:
+    description: Free label of this run (for example C(mtp_on)), written in each record.
+    type: str
+    default: ""
+  run_id:
+    description: Run identifier written in each record.
+    type: str
+    default: ""
+  level_offset:
+    description: Number of levels already run in this sweep, so C(level) numbers continue when the role calls the
+      module once per level.
+    type: int
+    default: 0
+  output_file:
+    description: When set, records are appended to this JSONL file on the host that runs the module (bench_serving
+      C(--output-file) semantics).
+    type: path
+  validate_certs:
+    description: Verify TLS certificates for https URLs.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no request is sent; the planned levels are returned.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Standard library only on the host that runs it (Python 3.8+); no tokenizer, no aiohttp.
+  - Times are measured with C(time.perf_counter) at the arrival of each chunk's bytes.
+  - Warns when a level's max_concurrency exceeds the server's C(max_running_requests) (SGLang silently caps it at 48 under
+    speculative decoding when it is not set), because the extra requests then queue and TTFT includes the wait.
+seealso:
+  - name: sglang.bench_serving
+    description: The reference implementation whose metric definitions and JSONL keys this module follows.
+    link: https://github.com/sgl-project/sglang/blob/main/python/sglang/bench_serving.py
+"""
+
+EXAMPLES = r"""
+- name: Sweep concurrency 1..64 with 1000-in / 1000-out like the seed benchmark
+  llmops.sglang.serving_benchmark:
+    url: http://127.0.0.1:30000
+    max_concurrency: [1, 4, 16, 64]
+    num_prompts: 64
+    prompts_per_concurrency: 4
+    gates:
+      min_accept_length: 1.5
+      max_p99_tpot_ms: 50
+  register: bench
+
+- name: OpenAI-compatible endpoint of another engine, Poisson arrivals at 2 and 8 req/s, from the controller
+  llmops.sglang.serving_benchmark:
+    url: "http://{{ inventory_hostname }}:8000"
+    backend: openai-chat
+    model: my-model
+    api_key: "{{ vault_api_key }}"
+    request_rate: [2, 8]
+    max_concurrency: []
+    input_len: 512
+    output_len: 256
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+records:
+  description: One record per level, in sweep order, with every bench_serving 0.5.9 JSONL key
+    (C(server_info) embedded) plus C(p90/p95) keys, C(failed), C(failed_fraction), C(errors) (first distinct
+    errors with counts), C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this
+    level's), C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(level), C(label), C(run_id), C(url),
+    C(speculative) and C(started_at). Also returned when the task fails.
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: Compact per-level rows (level, concurrency, request_rate, completed, failed, output_tok_s,
+    decode_tok_s_per_req, median/p99 TTFT and TPOT ms, median ITL ms, median E2E ms, measured concurrency,
+    accept_length, duration_s).
+  returned: always
+  type: list
+  elements: dict
+markdown:
+  description: The per-level Markdown table.
+  returned: always
+  type: str
+levels:
+  description: The planned sweep, C([{max_concurrency, request_rate, num_prompts}]).
+  returned: always
+  type: list
+  elements: dict
+server_info:
+  description: The server's C(/server_info) JSON (empty when O(server_info=false)).
+  returned: always
+  type: dict
+speculative:
+  description: The speculative settings read from server info (C(algorithm), C(num_steps), C(eagle_topk),
+    C(num_draft_tokens), C(draft_model_path)); C(algorithm) null when off.
+  returned: always
+  type: dict
+failed_requests:
+  description: Failed requests over all levels.
+  returned: always
+  type: int
+first_errors:
+  description: The first distinct request errors over all levels, C([{level, error, count}]).
+  returned: always
+  type: list
+  elements: dict
+gate_failures:
+  description: Gate misses, each naming the level and the metric.
+  returned: always
+  type: list
+  elements: str
+duration_s:
+  description: Wall time of the whole call, warm-ups included, in seconds.
+  returned: always
+  type: float
+"""
+
+import json
+import os
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
+    ReportError, check_gates, make_record, markdown_table, summary_rows,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
+
+SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_num_steps"),
+             ("eagle_topk", "speculative_eagle_topk"), ("num_draft_tokens", "speculative_num_draft_tokens"),
+             ("draft_model_path", "speculative_draft_model_path"))
+
+
+def plan_levels(params):
+    """The sweep: every max_concurrency level crossed with every request_rate level, with its num_prompts."""
+    concs = params["max_concurrency"] or [None]
+    rates = params["request_rate"] or [None]
+    levels = []
+    for mc in concs:
+        for rate in rates:
+            n = params["num_prompts"]
+            if mc and params["prompts_per_concurrency"] > 0:
+                n = max(n, params["prompts_per_concurrency"] * mc)
+            levels.append({"max_concurrency": mc, "request_rate": rate, "num_prompts": n})
+    return levels
+
+
+def validate(params):
+    """Messages for bad options (each names the option, the value, why and the fix)."""
+    errs = []
+    for name in ("input_len", "output_len", "num_prompts"):
+        if params[name] < 1:
+            errs.append("%s=%r: must be >= 1 token/request; set a positive integer" % (name, params[name]))
+    if not 0.0 <= params["range_ratio"] <= 1.0:
+        errs.append("range_ratio=%r: must be within [0, 1]; use 1.0 for fixed lengths" % params["range_ratio"])
+    for mc in params["max_concurrency"]:
+        if mc is None or mc < 1:
+            errs.append("max_concurrency=%r: every level must be >= 1; use an empty list for no limit" % (params["max_concurrency"],))
+            break
+    for rate in params["request_rate"]:
+        if rate is None or rate <= 0:
+            errs.append("request_rate=%r: every level must be > 0 req/s; use an empty list to send all at once" % (params["request_rate"],))
+            break
+    for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset"):
+        if params[name] < 0:
+            errs.append("%s=%r: must be >= 0" % (name, params[name]))
+    for name in ("timeout", "stall_timeout"):
+        if params[name] < 0:
+            errs.append("%s=%r: must be >= 0 s (0 = no limit)" % (name, params[name]))
+    gates = params["gates"] or {}
+    ff = gates.get("max_failed_fraction")
+    if ff is not None and not 0.0 <= ff <= 1.0:
+        errs.append("gates.max_failed_fraction=%r: must be within [0, 1]" % ff)
+    return errs
+
+
+def speculative_from(info):
+    """Speculative settings from a server-info dict (SGLang 0.5.9 top-level ServerArgs fields)."""
+    return dict((k, (info or {}).get(src)) for k, src in SPEC_KEYS)
+
+
+def capacity_warnings(levels, info):
+    """Levels whose max_concurrency exceeds the server's ``max_running_requests`` (SGLang caps it at 48 under
+    speculative decoding when it is not set): the extra requests wait in ``#queue-req`` and TTFT includes the wait."""
+    cap = (info or {}).get("max_running_requests")
+    out = []
+    if isinstance(cap, int) and cap > 0:
+        for lv in levels:
+            if lv["max_concurrency"] and lv["max_concurrency"] > cap:
+                out.append("max_concurrency %d exceeds the server's max_running_requests %d: %d requests per wave queue "
+                           "(#queue-req) and their TTFT includes the wait; raise sglang_server_max_running_requests to measure "
+                           "%d concurrent decodes" % (lv["max_concurrency"], cap, lv["max_concurrency"] - cap, lv["max_concurrency"]))
+    return out
+
+
+def run_levels(params, target, levels, server_info, speculative, module_log=None):
+    """Run every planned level; returns (records, first_errors). Never raises for server-side failures."""
+    records = []
+    first_errors = []
+    seed = params["seed"]
+    text = params["backend"] == "openai-chat"
+    for i, lv in enumerate(levels):
+        level_no = params["level_offset"] + i + 1
+        prompts = bench_client.make_prompts(lv["num_prompts"], params["input_len"], params["output_len"],
+                                            params["range_ratio"], seed, text=text)
+        warm = None
+        if params["warmup_requests"]:
+            # like bench_serving's warm-up: the prompt length of the run, at most 32 output tokens
+            warm = bench_client.make_prompts(params["warmup_requests"], params["input_len"], min(params["output_len"], 32),
+                                             params["range_ratio"], seed + 7919, text=text)
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        results, duration, _warm = bench_client.run_benchmark(
+            target, prompts, max_concurrency=lv["max_concurrency"], request_rate=lv["request_rate"], warmup_prompts=warm,
+            seed=seed, abort_after_failures=params["abort_after_failures"])
+        metrics = level_metrics(results, duration)
+        config = {"backend": params["backend"], "max_concurrency": lv["max_concurrency"], "request_rate": lv["request_rate"],
+                  "random_input_len": params["input_len"], "random_output_len": params["output_len"],
+                  "random_range_ratio": params["range_ratio"], "tag": params["tag"], "num_prompts": lv["num_prompts"],
+                  "warmup_requests": params["warmup_requests"],
+                  "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
+        rec = make_record(metrics, config, server_info=server_info or None,
+                          meta={"level": level_no, "label": params["label"], "run_id": params["run_id"],
+                                "url": params["url"], "speculative": speculative, "started_at": started})
+        records.append(rec)
+        for e in metrics["errors"]:
+            if len(first_errors) < 5:
+                first_errors.append({"level": level_no, "error": e["error"], "count": e["count"]})
+        if module_log is not None:
+            module_log("serving_benchmark level %d: %d ok, %d failed, %.1f tok/s" % (
+                level_no, metrics["completed"], metrics["failed"], metrics["output_throughput"]))
+    return records, first_errors
+
+
+def append_jsonl(path, records):
+    """Append records to a JSONL file (bench_serving --output-file semantics)."""
+    d = os.path.dirname(path)
+    if d and not os.path.isdir(d):
+        os.makedirs(d)
+    with open(path, "a") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:30000"),
+            backend=dict(type="str", default="sglang", choices=["sglang", "openai", "openai-chat"]),
+            model=dict(type="str", default=""),
+            api_key=dict(type="str", default="", no_log=True),
+            input_len=dict(type="int", default=1000),
+            output_len=dict(type="int", default=1000),
+            range_ratio=dict(type="float", default=1.0),
+            num_prompts=dict(type="int", default=100),
+            prompts_per_concurrency=dict(type="int", default=0),
+            max_concurrency=dict(type="list", elements="int", default=[1]),
+            request_rate=dict(type="list", elements="float", default=[]),
+            warmup_requests=dict(type="int", default=1),
+            seed=dict(type="int", default=1),
+            timeout=dict(type="float", default=1800),
+            stall_timeout=dict(type="float", default=60),
+            abort_after_failures=dict(type="int", default=20),
+            server_info=dict(type="bool", default=True),
+            gates=dict(type="dict", default={}, options=dict(
+                min_output_throughput=dict(type="float"),
+                max_p99_ttft_ms=dict(type="float"),
+                max_p99_tpot_ms=dict(type="float"),
+                min_accept_length=dict(type="float"),
+                max_failed_fraction=dict(type="float", default=0.0),
+            )),
+            tag=dict(type="str", default=""),
+            label=dict(type="str", default=""),
+            run_id=dict(type="str", default=""),
+            level_offset=dict(type="int", default=0),
+            output_file=dict(type="path"),
+            validate_certs=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    t_start = time.time()
+    result = dict(changed=False, records=[], summary=[], markdown="", levels=[], server_info={}, speculative={},
+                  failed_requests=0, first_errors=[], gate_failures=[], duration_s=0.0)
+    errs = validate(p)
+    try:
+        target = bench_client.Target(p["url"], backend=p["backend"], model=p["model"], api_key=p["api_key"],
+                                     timeout_s=p["timeout"], stall_timeout_s=p["stall_timeout"],
+                                     validate_certs=p["validate_certs"])
+    except bench_client.BenchError as exc:
+        errs.append("url/backend: %s" % to_native(exc))
+        target = None
+    if errs:
+        module.fail_json(msg="serving_benchmark: invalid options: " + "; ".join(errs), **result)
+    levels = plan_levels(p)
+    result["levels"] = levels
+    if module.check_mode:
+        result["msg"] = "check mode: %d level(s) planned, no request sent" % len(levels)
+        module.exit_json(**result)
+
+    info = {}
+    if p["server_info"]:
+        client = SGLangClient(p["url"], api_key=p["api_key"] or None, timeout=30, module=module,
+                              validate_certs=p["validate_certs"])
+        try:
+            _path, info = client.server_info()
+        except SGLangHTTPError as exc:
+            module.fail_json(msg="serving_benchmark: the server at %s did not answer server info before the load: %s. "
+                             "Check that the service is up (systemctl status, journalctl) and that url/api_key are right."
+                             % (p["url"], to_native(exc)), status=getattr(exc, "status", None), **result)
+        if p["backend"] != "sglang" and not p["model"]:
+            target.model = info.get("served_model_name") or info.get("model_path") or ""
+    result["server_info"] = info
+    result["speculative"] = speculative = speculative_from(info)
+    for msg in capacity_warnings(levels, info):
+        module.warn(msg)
+
+    try:
+        records, first_errors = run_levels(p, target, levels, info, speculative, module_log=module.log)
+    except bench_client.BenchError as exc:
+        module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg="serving_benchmark: internal error while measuring: %s: %s" % (type(exc).__name__, to_native(exc)),
+                         exception=traceback.format_exc(), **result)
+
+    gate_msgs = []
+    try:
+        for rec in records:
+            gate_msgs.extend(check_gates(rec, p["gates"]))
+    except ReportError as exc:
+        module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
+    result.update(records=records, summary=summary_rows(records), markdown=markdown_table(records),
+                  failed_requests=sum(r["failed"] for r in records), first_errors=first_errors,
+                  gate_failures=gate_msgs, duration_s=round(time.time() - t_start, 3))
+    if p["output_file"]:
+        try:
+            append_jsonl(p["output_file"], records)
+            result["changed"] = True
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="serving_benchmark: cannot append to output_file=%s: %s" % (p["output_file"], to_native(exc)), **result)
+    if gate_msgs:
+        failed_note = ""
+        if result["failed_requests"]:
+            failed_note = " %d request(s) failed; first errors: %s." % (
+                result["failed_requests"], "; ".join("level %s: %s (x%d)" % (e["level"], e["error"], e["count"]) for e in first_errors))
+        module.fail_json(msg="serving_benchmark: %d gate(s) missed: %s.%s" % (len(gate_msgs), "; ".join(gate_msgs), failed_note), **result)
+    result["msg"] = "%d level(s) measured" % len(records)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""serving_benchmark, its client and the playbooks against the SGLang simulator (a test double) on loopback.
+
+The simulator's defaults reproduce the seed deployment: single-stream decode 110 tok/s with MTP off and
+135 tok/s with one draft token (accept length 2.00). Its timing model (tests/sandbox/sglang_sim/knobs.py
+defaults): a target step costs t0 8.84 ms + k 0.25 ms per token in the step (running requests x
+num_draft_tokens when verifying); with MTP each step adds one draft step (1.5 ms + 0.145 ms per running
+request) and 3.83 ms of verify overhead, and yields 2 tokens per request at accept probability 1.
+By hand:
+  concurrency 1:  off 8.84 + 0.25       = 9.09 ms/token           -> 110.0 tok/s
+                  on  8.84 + 0.5 + 1.645 + 3.83 = 14.815 ms / 2 tokens -> 135.0 tok/s   speedup 1.227
+  concurrency 64: off 8.84 + 16         = 24.84 ms/token
+                  on  8.84 + 32 + 10.78 + 3.83 = 55.45 ms / 2 tokens            speedup 24.84*2/55.45 = 0.896
+So MTP must win at concurrency 1 and lose at 64.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_client as bc
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_report as br
+from ansible_collections.llmops.sglang.plugins.module_utils import bench_stats as bs
+from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    from unittest import mock
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
+            yield
+
+pytestmark = pytest.mark.simulator
+
+REPO = Path(__file__).resolve().parents[2]
+OFF_ARGS = ["--tp", "4"]
+ON_ARGS = ["--tp", "4", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1",
+           "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2", "--max-running-requests", "64"]
+
+
+def level(url, conc, n, out_len, in_len=64, warm=1):
+    t = bc.Target(url, timeout_s=120, stall_timeout_s=20)
+    res, dur, _w = bc.run_benchmark(t, bc.make_prompts(n, in_len, out_len, seed=1), max_concurrency=conc,
+                                    warmup_prompts=bc.make_prompts(warm, in_len, 8, seed=2) if warm else None)
+    m = bs.level_metrics(res, dur)
+    assert m["failed"] == 0, m["errors"]
+    return br.make_record(m, {"backend": "sglang", "max_concurrency": conc, "request_rate": None})
+
+
+def run_module(capsys, args):
+    with patch_module_args(dict(args, _ansible_remote_tmp="/tmp", _ansible_keep_remote_files=False)):
+        with pytest.raises(SystemExit):
+            serving_benchmark.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def single_stream(url, low, high):
+    """Concurrency-1 level; measured once more when the first result is outside [low, high] tok/s, because the
+    build machines are 2 shared cores and a stall of the simulator's process shows up as lost throughput."""
+    first = level(url, 1, 3, 100)
+    if low <= first["output_throughput"] <= high:
+        return first, [first["output_throughput"]]
+    second = level(url, 1, 3, 100)
+    return second, [first["output_throughput"], second["output_throughput"]]
+
+
+def test_single_stream_mtp_off_110(sglang_sim):
+    srv = sglang_sim(OFF_ARGS)
+    rec, seen = single_stream(srv.url, 105.0, 115.0)
+    assert 105.0 <= rec["output_throughput"] <= 115.0, seen
+    assert 105.0 <= rec["decode_tok_s_per_request"] <= 115.0    # 1000 / 9.09 ms
+    assert rec["accept_length"] is None
+
+
+def test_single_stream_mtp_on_135_accept_2(sglang_sim):
+    srv = sglang_sim(ON_ARGS)
+    rec, seen = single_stream(srv.url, 128.0, 142.0)
+    assert 128.0 <= rec["output_throughput"] <= 142.0, seen
+    assert rec["accept_length"] == pytest.approx(2.00, abs=0.01)
+    assert rec["spec_verify_ct"] == 150                           # 3 requests x 100 tokens / 2 per verify step
+
+
+def test_ab_decisions_at_1_and_64(sglang_sim):
+    sweeps = {}
+    for name, args in (("off", OFF_ARGS), ("on", ON_ARGS)):
+        srv = sglang_sim(args)
+        sweeps[name] = [level(srv.url, 1, 2, 64), level(srv.url, 64, 64, 64)]
+        srv.stop()
+    ab = br.compare(sweeps["off"], sweeps["on"], target=1)
+    sp = dict((r["level"], r["speedup"]) for r in ab["levels"])
+    assert sp[1] == pytest.approx(1.227, abs=0.07)
+    assert sp[64] == pytest.approx(0.896, abs=0.07)
+    assert ab["decision"]["winner"] == "mtp_on"
+    assert br.compare(sweeps["off"], sweeps["on"], target=64)["decision"]["winner"] == "mtp_off"
+    assert 1 < ab["crossover"]["concurrency"] < 64 and ab["crossover"]["level"] == 64
+
+
+def test_crash_mid_sweep_fails_with_counts_and_partial_records(sglang_sim, capsys):
+    # level 1: 1 warm-up + 4 requests; the 6th request (level 2's warm-up) kills the server
+    srv = sglang_sim(OFF_ARGS, env={"SGLANG_SIM_CRASH_AFTER": "5"}, instant=True)
+    t0 = time.monotonic()
+    out = run_module(capsys, {"url": srv.url, "max_concurrency": [1, 2], "num_prompts": 4, "input_len": 16,
+                              "output_len": 16, "stall_timeout": 5, "timeout": 30})
+    assert time.monotonic() - t0 < 20
+    assert out["failed"] is True
+    recs = out["records"]
+    assert [r["completed"] for r in recs] == [4, 0]
+    assert recs[1]["failed"] == 4
+    assert out["failed_requests"] == 4
+    assert "level 2 (max_concurrency=2): failed_fraction 1.00 is above the gate 0.00" in out["msg"]
+    assert "cannot connect to 127.0.0.1:%d" % srv.port in out["msg"] or "connection closed" in out["msg"]
+
+
+def test_error_chunks_fail_every_request(sglang_sim, capsys):
+    srv = sglang_sim(ON_ARGS, env={"SGLANG_SIM_ERROR_AFTER_CHUNKS": "3"}, instant=True)
+    out = run_module(capsys, {"url": srv.url, "max_concurrency": [2], "num_prompts": 4, "input_len": 16, "output_len": 32,
+                              "warmup_requests": 0})
+    assert out["failed"] is True and out["failed_requests"] == 4
+    err = out["first_errors"][0]
+    assert err["count"] == 4 and err["error"].startswith("error chunk after ")
+
+
+def test_stalled_stream_ends_within_stall_timeout(sglang_sim, capsys):
+    srv = sglang_sim(OFF_ARGS, env={"SGLANG_SIM_STALL_AFTER_CHUNKS": "2"})
+    t0 = time.monotonic()
+    out = run_module(capsys, {"url": srv.url, "max_concurrency": [2], "num_prompts": 2, "input_len": 16, "output_len": 32,
+                              "warmup_requests": 0, "stall_timeout": 1.0, "timeout": 60})
+    waited = time.monotonic() - t0
+    assert out["failed"] is True
+    assert out["first_errors"][0]["error"].startswith("stream stalled: no data for 1.")
+    assert out["first_errors"][0]["count"] == 2
+    assert waited < 5.0
+
+
+# ---- playbooks (ansible-playbook against localhost, the server URL pointing at the simulator) -----------------
+
+def _playbook(tmp_path, playbook, extra, check=False):
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_hosts]\nsimhost ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / playbook),
+           "-e", json.dumps(extra)] + (["--check"] if check else [])
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1")
+    return subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_benchmark_playbook_crash_keeps_partial_report(sglang_sim, tmp_path):
+    srv = sglang_sim(OFF_ARGS, env={"SGLANG_SIM_CRASH_AFTER": "5"}, instant=True)
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, "benchmark.yml", {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [1, 2, 4], "sglang_benchmark_num_prompts": 4,
+        "sglang_benchmark_prompts_per_concurrency": 1, "sglang_benchmark_input_len": 16, "sglang_benchmark_output_len": 16,
+        "sglang_benchmark_report_dir": str(reports), "sglang_benchmark_run_id": "crash", "sglang_benchmark_plots": False})
+    out = proc.stdout
+    assert proc.returncode != 0, out
+    assert "serving benchmark on simhost" in out and "level 2 (concurrency 2)" in out
+    assert "[2 of 3 level(s) measured" in out
+    lines = (reports / "simhost" / "crash" / "results.jsonl").read_text().splitlines()
+    assert [json.loads(ln)["completed"] for ln in lines] == [4, 0]
+    assert "Failed requests" in (reports / "simhost" / "crash" / "summary.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def ab_servers(sim_server_cls, tmp_path_factory):
+    d = tmp_path_factory.mktemp("ab")
+    off = sim_server_cls(args=OFF_ARGS, log_path=str(d / "off.log"))
+    on = sim_server_cls(args=ON_ARGS, log_path=str(d / "on.log"))
+    try:
+        off.wait_ready(timeout=30)
+        on.wait_ready(timeout=30)
+        yield off, on
+    finally:
+        off.stop()
+        on.stop()
+
+
+@pytest.mark.parametrize("target,winner", [(1, "mtp_on"), (64, "mtp_off")])
+def test_mtp_ab_playbook_table_crossover_decision(ab_servers, tmp_path, target, winner):
+    off, on = ab_servers
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, "mtp_ab.yml", {
+        "sglang_benchmark_ab_manage_server": False, "sglang_benchmark_ab_off_url": off.url, "sglang_benchmark_ab_on_url": on.url,
+        "sglang_target_concurrency": target, "sglang_benchmark_ab_run_id": "ab", "sglang_benchmark_concurrency": [1, 64],
+        "sglang_benchmark_num_prompts": 2, "sglang_benchmark_prompts_per_concurrency": 1, "sglang_benchmark_input_len": 64,
+        "sglang_benchmark_output_len": 64, "sglang_benchmark_report_dir": str(reports)})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    ab = json.loads((reports / "simhost" / "ab" / "ab_summary.json").read_text())
+    assert ab["decision"]["winner"] == winner and ab["decision"]["basis"] == "measured"
+    assert [r["level"] for r in ab["levels"]] == [1, 64]
+    assert ab["levels"][0]["speedup"] > 1.1 and ab["levels"][1]["speedup"] < 0.97
+    assert 1 < ab["crossover"]["concurrency"] < 64
+    assert "Decision: **%s**" % winner in proc.stdout
+    assert "Crossover: concurrency ~" in proc.stdout
+    for arm in ("ab-mtp_off", "ab-mtp_on"):
+        assert len((reports / "simhost" / arm / "results.jsonl").read_text().splitlines()) == 2
+    assert (reports / "simhost" / "ab" / "ab_speedup.png").exists()
+
+
+def test_mtp_ab_refuses_missing_target(tmp_path):
+    proc = _playbook(tmp_path, "mtp_ab.yml", {"sglang_benchmark_ab_manage_server": False})
+    assert proc.returncode != 0
+    assert "sglang_target_concurrency=undefined" in proc.stdout
+
+
+@pytest.mark.parametrize("backend", ["openai", "openai-chat"])
+def test_openai_backends_count_tokens_from_usage(sglang_sim, capsys, backend):
+    srv = sglang_sim(OFF_ARGS, instant=True)
+    out = run_module(capsys, {"url": srv.url, "backend": backend, "max_concurrency": [4], "num_prompts": 8, "input_len": 16,
+                              "output_len": 24})
+    assert not out.get("failed"), out.get("msg")
+    rec = out["records"][0]
+    assert rec["completed"] == 8 and rec["total_output_tokens"] == 8 * 24
+    assert rec["backend"] == backend and rec["accept_length"] is None
