@@ -1,0 +1,582 @@
+"""Rendering and check-mode tests of the host roles on the Ubuntu, Debian and RHEL paths.
+
+Each test writes a small playbook that injects the recorded facts of a host (OS facts as Ansible
+reports them, GPU facts in the shape of llmops.sglang.gpu_facts with the values of the recorded
+outputs in ../shared/fixtures) through the test-only module library/recorded_facts.py, runs a role
+task file on the controller (local connection, nothing outside tmp_path is touched) and reads what
+the role decided or rendered. Expected values are written out by hand from NVIDIA's repository layout
+(PLATFORM_FACTS.md §2), the kernel's parameter rules (§4) and the fixture files.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+LIBRARY = Path(__file__).resolve().parent / "library"
+PLAYBOOK_BIN = Path(sys.executable).with_name("ansible-playbook")
+
+# ---------------------------------------------------------------------------------------------
+# recorded facts
+
+OS_FACTS = {
+    "ubuntu2404": {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
+                   "os_family": "Debian", "architecture": "x86_64", "kernel": "6.8.0-87-generic"},
+    "ubuntu2204_arm": {"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22",
+                       "os_family": "Debian", "architecture": "aarch64", "kernel": "5.15.0-131-generic"},
+    "debian12": {"distribution": "Debian", "distribution_version": "12.12", "distribution_major_version": "12",
+                 "os_family": "Debian", "architecture": "x86_64", "kernel": "6.1.0-40-amd64"},
+    "debian13": {"distribution": "Debian", "distribution_version": "13.2", "distribution_major_version": "13",
+                 "os_family": "Debian", "architecture": "x86_64", "kernel": "6.12.57+deb13-amd64"},
+    "rhel9": {"distribution": "RedHat", "distribution_version": "9.4", "distribution_major_version": "9",
+              "os_family": "RedHat", "architecture": "x86_64", "kernel": "5.14.0-427.13.1.el9_4.x86_64"},
+    "rocky9": {"distribution": "Rocky", "distribution_version": "9.5", "distribution_major_version": "9",
+               "os_family": "RedHat", "architecture": "x86_64", "kernel": "5.14.0-503.14.1.el9_5.x86_64"},
+    "ubuntu2004": {"distribution": "Ubuntu", "distribution_version": "20.04", "distribution_major_version": "20",
+                   "os_family": "Debian", "architecture": "x86_64", "kernel": "5.4.0-200-generic"},
+}
+
+# nvidia/rtxpro6000-x4-topo-p2p-r.txt, read by eye: OK only within 0-1 and 2-3, CNS across.
+_P2P_R = [["X", "OK", "CNS", "CNS"], ["OK", "X", "CNS", "CNS"], ["CNS", "CNS", "X", "OK"], ["CNS", "CNS", "OK", "X"]]
+# The reference host: nvidia/rtxpro6000-x4-query-gpu-noheader.csv + host/sev-snp-host-dmesg.txt (AMD, SNP, translated).
+REF_GPU = {
+    "smi_state": "ok", "driver_version": "580.95.05", "kernel_module_flavour": "open", "gpu_count": 4,
+    "gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "pci_bus_id": bdf, "memory_total_mib": 97887,
+              "compute_capability": "12.0", "architecture": "Blackwell"}
+             for i, bdf in enumerate(["0000:17:00.0", "0000:63:00.0", "0000:af:00.0", "0000:e3:00.0"])],
+    "architectures": ["Blackwell"],
+    "pci": {"gpu_count": 4, "nvswitch_count": 0, "nvswitches": []},
+    "p2p": {"modes": ["r"], "read": {"gpus": [0, 1, 2, 3], "matrix": _P2P_R,
+                                     "ok_directed": [[0, 1], [1, 0], [2, 3], [3, 2]]}, "ok_pairs": [[0, 1], [2, 3]]},
+    "nvlink": {"present": False, "nvlink_pairs": []},
+    "iommu": {"enabled": True, "default_domain": "translated", "gpu_group_types": ["DMA"],
+              "gpu_groups": [{"pci_bus_id": "0000:17:00.0", "group": "31", "type": "DMA"}]},
+    "cmdline": {"raw": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-87-generic ro quiet", "tokens": ["BOOT_IMAGE=/boot/vmlinuz-6.8.0-87-generic", "ro", "quiet"]},
+    "cpu_vendor": "amd",
+    "sev_snp": {"active": True, "evidence": ["kvm_amd: SEV-SNP enabled (ASIDs 1 - 99)"]},
+    "virtualization": {"role": "host", "gpu_passthrough": False},
+}
+# The H200 of nvidia/h200-query-gpu-noheader.csv (cc 9.0, 143771 MiB, 580.159.04, open module) on an Intel host.
+H200_GPU = {
+    "smi_state": "ok", "driver_version": "580.159.04", "kernel_module_flavour": "open", "gpu_count": 1,
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "pci_bus_id": "0000:00:06.0", "memory_total_mib": 143771,
+              "compute_capability": "9.0", "architecture": "Hopper"}],
+    "architectures": ["Hopper"],
+    "pci": {"gpu_count": 1, "nvswitch_count": 0, "nvswitches": []},
+    "p2p": {"modes": ["r"], "read": None, "ok_pairs": []},
+    "nvlink": {"present": False, "nvlink_pairs": []},
+    "iommu": {"enabled": True, "default_domain": "translated", "gpu_group_types": ["DMA"], "gpu_groups": []},
+    "cmdline": {"tokens": ["BOOT_IMAGE=/boot/vmlinuz-6.8.0-87-generic", "ro", "quiet", "splash", "intel_iommu=on", "iommu.strict=0"]},
+    "cpu_vendor": "intel",
+    "sev_snp": {"active": False},
+    "virtualization": {"role": "host", "gpu_passthrough": False},
+}
+# A host before the driver: nvidia-smi missing, GPUs only seen on the PCI bus; an HGX board with NVSwitches.
+BARE_HGX_GPU = {
+    "smi_state": "missing", "driver_version": None, "kernel_module_flavour": "unknown", "gpu_count": 0, "gpus": [], "architectures": [],
+    "pci": {"gpu_count": 8, "nvswitch_count": 4, "nvswitches": [{"pci_bus_id": "0000:05:00.0"}] * 4},
+    "p2p": {}, "nvlink": {}, "iommu": {"default_domain": "translated", "gpu_groups": []},
+    "cmdline": {"tokens": ["ro"]}, "cpu_vendor": "intel", "sev_snp": {"active": False}, "virtualization": {"role": "host"},
+}
+
+
+def facts(os_name, gpu, var_lib_free_gib=100):
+    out = copy.deepcopy(OS_FACTS[os_name])
+    out["llmops_gpu"] = copy.deepcopy(gpu)
+    out["mounts"] = [{"mount": "/", "size_available": 500 * 1073741824}, {"mount": "/var/lib", "size_available": var_lib_free_gib * 1073741824},
+                     {"mount": "/var/lib/sglang-other", "size_available": 1}]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# harness
+
+
+def run_tasks(tmp_path, host_facts, tasks, play_vars=None, check=False, extra_env=None):
+    """Run ``tasks`` after injecting ``host_facts``; return (rc, output text, results dict written by the play)."""
+    out_file = tmp_path / "out.json"
+    play = [{
+        "name": "role rendering test", "hosts": "target", "gather_facts": False, "vars": play_vars or {},
+        "tasks": [{"name": "Inject the recorded facts", "recorded_facts": {"facts": host_facts}}] + tasks + [
+            {"name": "Write the results", "ansible.builtin.copy": {
+                "dest": str(out_file), "mode": "0644",
+                "content": "{{ {'nvidia_driver_plan': nvidia_driver_plan | default(None), 'iommu_plan': iommu_plan | default(None), "
+                           "'iommu_method': iommu_method | default(None), 'nccl_p2p_decision': nccl_p2p_decision | default(None), "
+                           "'nccl_disable_custom_all_reduce': nccl_disable_custom_all_reduce | default(None), "
+                           "'preflight_problems': preflight_problems | default(None), 'preflight_notes': preflight_notes | default(None), "
+                           "'rendered': rendered | default(None)} | to_json }}"}, "check_mode": False},
+        ],
+    }]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"target": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LIBRARY": str(LIBRARY),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"), "ANSIBLE_CACHE_PLUGIN": "memory",
+        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_HOME": str(tmp_path / "home"),
+    })
+    env.update(extra_env or {})
+    cmd = [str(PLAYBOOK_BIN), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")] + (["--check", "--diff"] if check else [])
+    proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=240)
+    text = proc.stdout + proc.stderr
+    results = json.loads(out_file.read_text()) if out_file.exists() else None
+    return proc.returncode, text, results
+
+
+def role_task(role, tasks_from="main.yml"):
+    return {"name": "Run %s %s" % (role, tasks_from), "ansible.builtin.include_role": {"name": "llmops.sglang." + role, "tasks_from": tasks_from}}
+
+
+# ---------------------------------------------------------------------------------------------
+# nvidia_driver: repository, packages, flavour per distribution
+
+NV = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+
+@pytest.mark.parametrize("os_name, repo_dir, key_file, headers, driver_pkgs, pinning, manager", [
+    ("ubuntu2404", "ubuntu2404/x86_64", "3bf863cc.pub", ["linux-headers-6.8.0-87-generic"], ["nvidia-open"], ["nvidia-driver-pinning-580"], "apt"),
+    ("ubuntu2204_arm", "ubuntu2204/sbsa", "3bf863cc.pub", ["linux-headers-5.15.0-131-generic"], ["nvidia-open"], ["nvidia-driver-pinning-580"], "apt"),
+    ("debian12", "debian12/x86_64", "3bf863cc.pub", ["linux-headers-6.1.0-40-amd64"], ["nvidia-open"], ["nvidia-driver-pinning-580"], "apt"),
+    ("debian13", "debian13/x86_64", "8793F200.pub", ["linux-headers-6.12.57+deb13-amd64"], ["nvidia-open"], ["nvidia-driver-pinning-580"], "apt"),
+    ("rhel9", "rhel9/x86_64", "D42D0685.pub", ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-headers-5.14.0-427.13.1.el9_4.x86_64"],
+     ["@nvidia-driver:580-open"], [], "dnf"),
+    ("rocky9", "rhel9/x86_64", "D42D0685.pub", ["kernel-devel-5.14.0-503.14.1.el9_5.x86_64", "kernel-headers-5.14.0-503.14.1.el9_5.x86_64"],
+     ["@nvidia-driver:580-open"], [], "dnf"),
+])
+def test_driver_plan_per_distribution(tmp_path, os_name, repo_dir, key_file, headers, driver_pkgs, pinning, manager):
+    rc, text, res = run_tasks(tmp_path, facts(os_name, REF_GPU), [role_task("nvidia_driver", "plan.yml")])
+    assert rc == 0, text
+    plan = res["nvidia_driver_plan"]
+    assert plan["package_manager"] == manager
+    assert plan["repo_url"] == "%s/%s" % (NV, repo_dir)
+    assert plan["key_url"] == "%s/%s/%s" % (NV, repo_dir, key_file)
+    if manager == "apt":
+        assert plan["keyring_url"] == "%s/%s/cuda-keyring_1.1-1_all.deb" % (NV, repo_dir)
+        assert plan["container_toolkit_repo_url"] == "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
+        assert plan["initramfs_command"] == ["update-initramfs", "-u"]
+    else:
+        assert plan["extra_packages"] == ["dkms"]
+        assert plan["container_toolkit_repo_url"] == "https://nvidia.github.io/libnvidia-container/stable/rpm"
+        assert plan["initramfs_command"] == ["dracut", "-f"]
+    assert plan["header_packages"] == headers
+    assert plan["driver_packages"] == driver_pkgs
+    assert plan["pinning_packages"] == pinning
+    assert plan["flavour"] == "open"
+    assert plan["fabricmanager"] is False and plan["fabricmanager_packages"] == []
+    assert plan["cuda_toolkit_packages"] == []
+    assert plan["upgrade"] is False  # 580.95.05 >= 580.65.06
+
+
+def test_driver_plan_proprietary_branch_and_toolkit_on_ubuntu_hopper(tmp_path):
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU), [role_task("nvidia_driver", "plan.yml")],
+                              {"nvidia_driver_flavour": "proprietary", "nvidia_driver_cuda_toolkit": True})
+    assert rc == 0, text
+    plan = res["nvidia_driver_plan"]
+    assert plan["driver_packages"] == ["cuda-drivers"]
+    assert plan["cuda_toolkit_packages"] == ["cuda-toolkit-13-0"]
+    assert plan["flavour"] == "proprietary"
+
+
+def test_driver_plan_rhel_proprietary_stream(tmp_path):
+    rc, text, res = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("nvidia_driver", "plan.yml")], {"nvidia_driver_flavour": "proprietary"})
+    assert rc == 0, text
+    assert res["nvidia_driver_plan"]["driver_packages"] == ["@nvidia-driver:580-dkms"]
+
+
+def test_driver_plan_fabric_manager_on_nvswitch_and_driver_missing(tmp_path):
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2204_arm", BARE_HGX_GPU), [role_task("nvidia_driver", "plan.yml")])
+    assert rc == 0, text
+    plan = res["nvidia_driver_plan"]
+    assert plan["fabricmanager"] is True
+    assert plan["fabricmanager_packages"] == ["nvidia-fabricmanager-580"]
+    # no driver answers yet: nothing to "upgrade" (a fresh install), the floor is reported
+    assert plan["upgrade"] is False
+    assert "580.65.06" in plan["upgrade_reason"]
+
+
+def test_driver_plan_upgrades_a_driver_below_the_cuda13_floor(tmp_path):
+    old = dict(H200_GPU, driver_version="570.133.20")
+    rc, text, res = run_tasks(tmp_path, facts("debian12", old), [role_task("nvidia_driver", "plan.yml")])
+    assert rc == 0, text
+    assert res["nvidia_driver_plan"]["upgrade"] is True
+    assert "570.133.20 < 580.65.06" in res["nvidia_driver_plan"]["upgrade_reason"]
+
+
+def test_driver_refuses_proprietary_on_blackwell(tmp_path):
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "plan.yml")],
+                              {"nvidia_driver_flavour": "proprietary"})
+    assert rc != 0
+    assert "Refusing nvidia_driver_flavour='proprietary'" in text
+    assert "Blackwell" in text and "nvidia_driver_flavour_force" in text
+    assert res is None  # stopped before anything else ran
+
+
+def test_driver_refuses_unsupported_os(tmp_path):
+    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2004", H200_GPU), [role_task("nvidia_driver", "plan.yml")])
+    assert rc != 0
+    assert "Ubuntu 20.04" in text and "not supported by llmops.sglang.nvidia_driver" in text
+
+
+def test_driver_refuses_a_branch_below_the_cuda_floor(tmp_path):
+    rc, text, _ = run_tasks(tmp_path, facts("debian12", H200_GPU), [role_task("nvidia_driver", "plan.yml")], {"nvidia_driver_branch": "570"})
+    assert rc != 0
+    assert "nvidia_driver_branch is '570'" in text and ">= 580.65.06" in text
+
+
+def test_driver_validate_refuses_reboot_of_the_control_node(tmp_path):
+    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU),
+                            [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "validate.yml")],
+                            {"nvidia_driver_reboot_allowed": True})
+    assert rc != 0
+    assert "Refusing nvidia_driver_reboot_allowed=True" in text and "control node" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# iommu: kernel arguments per vendor, drop-in text, grubby commands
+
+
+def _iommu(tmp_path, os_name, gpu, play_vars, extra_tasks=()):
+    render = {"name": "Render", "ansible.builtin.set_fact": {"rendered": {
+        "dropin": "{{ iommu_plan | llmops.sglang.grub_dropin }}",
+        "grubby": "{{ iommu_plan | llmops.sglang.grubby_commands }}"}}}
+    return run_tasks(tmp_path, facts(os_name, gpu), [role_task("iommu", "plan.yml")] + list(extra_tasks) + [render], play_vars)
+
+
+def test_iommu_translated_on_intel_ubuntu_writes_intel_iommu_on(tmp_path):
+    rc, text, res = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "translated"})
+    assert rc == 0, text
+    assert res["iommu_method"]["method"] == "grub_dropin"
+    assert res["iommu_method"]["path"] == "/etc/default/grub.d/99-llmops-iommu.cfg"
+    assert res["iommu_plan"]["add"] == ["intel_iommu=on"]
+    assert "iommu=pt" in res["iommu_plan"]["remove"]
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT:+${GRUB_CMDLINE_LINUX_DEFAULT} }intel_iommu=on"' in res["rendered"]["dropin"]
+
+
+def test_iommu_dropin_keeps_cloud_image_args_when_sourced(tmp_path, fixtures_dir):
+    """Source the rendered drop-in after the recorded cloud-image drop-in, the way grub-mkconfig does."""
+    rc, text, res = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "passthrough"})
+    assert rc == 0, text
+    dropin = tmp_path / "99-llmops-iommu.cfg"
+    dropin.write_text(res["rendered"]["dropin"])
+    cloud = fixtures_dir / "host" / "etc-default-grub.d-50-cloudimg-settings.cfg"
+    script = ('GRUB_CMDLINE_LINUX="ro intel_iommu=off"; . "%s"; GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT iommu=nopt quiet"; '
+              '. "%s"; printf "%%s|%%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"' % (cloud, dropin))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    linux, default = out.split("|")
+    assert linux == "ro"  # intel_iommu=off replaced (removed here, added below)
+    assert default == "console=tty1 console=ttyS0 quiet intel_iommu=on iommu=pt"
+
+
+def test_iommu_passthrough_on_amd_never_writes_amd_iommu_on(tmp_path):
+    amd_host = dict(REF_GPU, sev_snp={"active": False}, architectures=["Hopper"], gpus=H200_GPU["gpus"])
+    rc, text, res = _iommu(tmp_path, "debian13", amd_host, {"iommu_mode": "passthrough"})
+    assert rc == 0, text
+    assert res["iommu_plan"]["add"] == ["iommu=pt"]
+    assert "amd_iommu=on" in res["iommu_plan"]["remove"]
+    assert "amd_iommu=on" not in res["rendered"]["dropin"].split("GRUB_CMDLINE_LINUX_DEFAULT=\"${")[-1]
+
+
+def test_iommu_rhel_uses_grubby(tmp_path):
+    rc, text, res = _iommu(tmp_path, "rhel9", H200_GPU, {"iommu_mode": "passthrough"})
+    assert rc == 0, text
+    assert res["iommu_method"]["method"] == "grubby"
+    # remove candidates iommu.passthrough=0 iommu=nopt iommu=off amd_iommu=off intel_iommu=off, minus the keys that
+    # --args replaces (iommu=..., intel_iommu=...): grubby sets a key's new value in place of the old one
+    assert res["rendered"]["grubby"] == [
+        ["grubby", "--update-kernel=ALL", "--remove-args=iommu.passthrough=0 amd_iommu=off"],
+        ["grubby", "--update-kernel=ALL", "--args=intel_iommu=on iommu=pt"],
+    ]
+
+
+def test_iommu_refuses_passthrough_on_sev_snp(tmp_path):
+    rc, text, res = _iommu(tmp_path, "ubuntu2404", REF_GPU, {"iommu_mode": "passthrough"})
+    assert rc != 0
+    assert "Refusing iommu_mode='passthrough'" in text and "SEV-SNP" in text and "iommu_force" in text
+
+
+def test_iommu_refuses_runtime_identity_on_blackwell(tmp_path):
+    no_snp = dict(REF_GPU, sev_snp={"active": False})
+    rc, text, _ = _iommu(tmp_path, "debian12", no_snp, {"iommu_runtime_identity": True})
+    assert rc != 0
+    assert "Refusing iommu_runtime_identity=True" in text and "Blackwell" in text
+
+
+def test_iommu_auto_on_snp_keeps_translated(tmp_path):
+    rc, text, res = _iommu(tmp_path, "debian12", REF_GPU, {"iommu_mode": "auto"})
+    assert rc == 0, text
+    assert res["iommu_plan"]["effective_mode"] == "translated"
+    assert res["iommu_plan"]["add"] == []
+    assert {"iommu=pt", "iommu.passthrough=1", "amd_iommu=on"} <= set(res["iommu_plan"]["remove"])
+
+
+def test_iommu_refuses_reboot_of_the_control_node(tmp_path):
+    rc, text, _ = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "translated", "iommu_reboot_allowed": True})
+    assert rc != 0
+    assert "Refusing iommu_reboot_allowed=True" in text
+
+
+def test_iommu_unmanaged_changes_nothing_even_on_unsupported_os(tmp_path):
+    rc, text, res = _iommu(tmp_path, "ubuntu2004", H200_GPU, {"iommu_mode": "unmanaged"})
+    assert rc == 0, text
+    assert res["iommu_plan"]["add"] == [] and res["iommu_plan"]["remove"] == []
+    assert res["iommu_method"] == {"method": "unmanaged"}
+
+
+# ---------------------------------------------------------------------------------------------
+# nccl: the environment file (really rendered, into tmp_path)
+
+
+def _env(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_nccl_env_on_the_reference_host(tmp_path):
+    env_file = tmp_path / "etc" / "nccl.env"
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nccl")],
+                              {"sglang_server_tp_size": 4, "nccl_env_file": str(env_file), "nccl_debug": "WARN",
+                               "nccl_extra_env": {"NCCL_IB_DISABLE": "1"}})
+    assert rc == 0, text
+    assert _env(env_file.read_text()) == {"NCCL_P2P_DISABLE": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}
+    assert res["nccl_p2p_decision"]["p2p"] == "disabled"
+    assert res["nccl_disable_custom_all_reduce"] is True
+    body = env_file.read_text()
+    assert "# Why: SEV-SNP is active" in body
+    assert "GPU0-GPU2 CNS" in body and "GPU1-GPU3 CNS" in body
+
+
+def test_nccl_tp2_on_an_ok_pair_without_snp_or_translation_keeps_p2p(tmp_path):
+    host = dict(REF_GPU, sev_snp={"active": False},
+                iommu={"default_domain": "passthrough", "gpu_group_types": ["identity"], "gpu_groups": []})
+    env_file = tmp_path / "nccl.env"
+    rc, text, res = run_tasks(tmp_path, facts("debian12", host), [role_task("nccl")],
+                              {"sglang_server_tp_size": 2, "nccl_env_file": str(env_file)})
+    assert rc == 0, text
+    assert res["nccl_p2p_decision"]["p2p"] == "enabled"
+    assert res["nccl_p2p_decision"]["gpus"] == [0, 1]
+    assert res["nccl_disable_custom_all_reduce"] is False
+    assert _env(env_file.read_text()) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def test_nccl_single_gpu_is_not_applicable(tmp_path):
+    env_file = tmp_path / "nccl.env"
+    rc, text, res = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("nccl")], {"nccl_env_file": str(env_file)})
+    assert rc == 0, text
+    assert res["nccl_p2p_decision"]["p2p"] == "not_applicable"
+    assert _env(env_file.read_text()) == {}
+
+
+def test_nccl_refuses_p2p_forced_on_across_cns_pairs(tmp_path):
+    host = dict(REF_GPU, sev_snp={"active": False}, iommu={"default_domain": "passthrough", "gpu_group_types": ["identity"], "gpu_groups": []})
+    env_file = tmp_path / "nccl.env"
+    rc, text, _ = run_tasks(tmp_path, facts("debian12", host), [role_task("nccl")],
+                            {"sglang_server_tp_size": 4, "nccl_p2p": "enabled", "nccl_env_file": str(env_file)})
+    assert rc != 0
+    assert "Refusing nccl_p2p='enabled'" in text and "GPU0-GPU2 CNS" in text and "nccl_p2p_force" in text
+    assert not env_file.exists()
+
+
+def test_nccl_rejects_p2p_in_extra_env(tmp_path):
+    rc, text, _ = run_tasks(tmp_path, facts("debian12", REF_GPU), [role_task("nccl")],
+                            {"nccl_env_file": str(tmp_path / "x.env"), "nccl_extra_env": {"NCCL_P2P_DISABLE": "0"}})
+    assert rc != 0
+    assert "nccl_extra_env" in text and "NCCL_P2P_DISABLE belongs to the P2P policy" in text
+
+
+def test_nccl_check_mode_writes_nothing(tmp_path):
+    env_file = tmp_path / "etc" / "nccl.env"
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nccl")],
+                              {"sglang_server_tp_size": 4, "nccl_env_file": str(env_file)}, check=True)
+    assert rc == 0, text
+    assert not env_file.exists()
+    assert "+NCCL_P2P_DISABLE=1" in text  # --diff shows the file that would be written
+
+
+# ---------------------------------------------------------------------------------------------
+# preflight: the checks on recorded facts
+
+
+def _preflight(tmp_path, os_name, gpu, play_vars, var_lib_free_gib=100):
+    return run_tasks(tmp_path, facts(os_name, gpu, var_lib_free_gib), [role_task("preflight", "checks.yml")], play_vars)
+
+
+REFERENCE_DEPLOYMENT = {"sglang_server_tp_size": 4, "sglang_server_image": "lmsysorg/sglang:v0.5.9-cu130-runtime",
+                        "preflight_model_params_billion": 122, "preflight_model_bytes_per_param": 2,
+                        "sglang_server_mem_fraction_static": 0.85, "sglang_server_model_path": "Qwen/Qwen3.5-122B-A10B",
+                        "sglang_server_hf_cache_dir": "/var/lib/sglang/huggingface"}
+
+
+def test_preflight_reference_deployment_passes(tmp_path):
+    rc, text, res = _preflight(tmp_path, "ubuntu2404", REF_GPU, REFERENCE_DEPLOYMENT, var_lib_free_gib=300)
+    assert rc == 0, text
+    assert res["preflight_problems"] == []
+    notes = " ".join(res["preflight_notes"])
+    # 122e9 x 2 B = 227.2 GiB; / tp 4 x 1.1 = 62.5 GiB per GPU; 97887 MiB = 95.6 GiB x 0.85 = 81.3 GiB
+    assert "memory: 62.5 GiB of weights per GPU needed (x1.1), 81.3 GiB available (95.6 GiB x 0.85)" in notes
+    # disk: /var/lib (300 GiB free) is the longest mount prefix of /var/lib/sglang/huggingface (not /var/lib/sglang-other)
+    assert "disk: 300.0 GiB free on /var/lib for 227.2 GiB" in notes
+
+
+def test_preflight_collects_every_problem(tmp_path):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_tp_size=8, sglang_server_image="lmsysorg/sglang:v0.4.6-cu124",
+                     iommu_mode="passthrough", nvidia_driver_flavour="proprietary", preflight_driver_managed=False,
+                     nvidia_driver_reboot_allowed=True, ansible_connection="local")
+    rc, text, res = _preflight(tmp_path, "ubuntu2004", REF_GPU, play_vars)
+    assert rc == 0, text
+    problems = res["preflight_problems"]
+    joined = "\n".join(problems)
+    assert "ansible_facts.distribution=Ubuntu 20.04" in joined
+    assert "sglang_server_tp_size=8 over sglang_server_nnodes=1 needs 8 GPU(s) on each node, but target has 4" in joined
+    assert "Refusing iommu_mode='passthrough'" in joined
+    assert "Refusing nvidia_driver_flavour='proprietary'" in joined
+    assert "Refusing nvidia_driver_reboot_allowed=True" in joined
+    assert "Refusing ansible_facts.distribution='Ubuntu 20'" in joined  # no kernel-argument method there either
+    assert "preflight_image_cuda_version=12.4" in joined and "Blackwell GPUs need CUDA >= 12.8" in joined
+    # 227.2 GiB / 8 x 1.1 = 31.2 GiB per GPU fits, but the disk does not: 100 GiB < 227.2 + 20
+    assert "preflight_weights_dir=/var/lib/sglang/huggingface: 100.0 GiB free on /var/lib" in joined
+    assert len(problems) == 8, joined
+
+
+def test_preflight_memory_too_small(tmp_path):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_tp_size=1, preflight_disk_check=False)
+    rc, text, res = _preflight(tmp_path, "rhel9", H200_GPU, play_vars)
+    assert rc == 0, text
+    joined = "\n".join(res["preflight_problems"])
+    # 122e9 x 2 B / 2^30 = 227.24 GiB, x 1.1 = 249.96 GiB on one H200: 143771 MiB = 140.4 GiB x 0.85 = 119.3 GiB
+    assert "250.0 GiB per GPU with tp 1" in joined and "140.4 GiB x mem_fraction_static 0.85 = 119.3 GiB" in joined
+
+
+def test_preflight_bare_host_driver_will_be_installed(tmp_path):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_tp_size=8, preflight_disk_check=False)
+    rc, text, res = _preflight(tmp_path, "ubuntu2204_arm", BARE_HGX_GPU, play_vars)
+    assert rc == 0, text
+    assert res["preflight_problems"] == []  # 8 GPUs on the PCI bus, driver to be installed
+    notes = " ".join(res["preflight_notes"])
+    assert "will be installed/upgraded by llmops.sglang.nvidia_driver" in notes
+    assert "architecture check deferred" in notes
+
+
+def test_preflight_driver_missing_and_unmanaged_is_a_problem(tmp_path):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_tp_size=8, preflight_disk_check=False, preflight_driver_managed=False)
+    rc, text, res = _preflight(tmp_path, "ubuntu2204_arm", BARE_HGX_GPU, play_vars)
+    assert rc == 0, text
+    assert any("preflight_driver_managed is false" in p and "580.65.06" in p for p in res["preflight_problems"])
+
+
+# ---------------------------------------------------------------------------------------------
+# RHEL 9 grubby path, against a stand-in grubby on PATH that prints recorded `grubby --info=ALL`
+# entries and logs every call (nothing on this machine is touched).
+
+GRUBBY_INFO = """index=0
+kernel="/boot/vmlinuz-5.14.0-427.13.1.el9_4.x86_64"
+args="ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root {extra}"
+root="/dev/mapper/rhel-root"
+initrd="/boot/initramfs-5.14.0-427.13.1.el9_4.x86_64.img $tuned_initrd"
+title="Red Hat Enterprise Linux (5.14.0-427.13.1.el9_4.x86_64) 9.4 (Plow)"
+id="0d1e8c5a7e0d4f1c9a2b6c3d4e5f6a7b-5.14.0-427.13.1.el9_4.x86_64"
+index=1
+kernel="/boot/vmlinuz-0-rescue-0d1e8c5a7e0d4f1c9a2b6c3d4e5f6a7b"
+args="ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M {extra}"
+root="/dev/mapper/rhel-root"
+initrd="/boot/initramfs-0-rescue-0d1e8c5a7e0d4f1c9a2b6c3d4e5f6a7b.img"
+title="Red Hat Enterprise Linux (0-rescue-0d1e8c5a7e0d4f1c9a2b6c3d4e5f6a7b) 9.4 (Plow)"
+id="0d1e8c5a7e0d4f1c9a2b6c3d4e5f6a7b-0-rescue"
+"""
+
+
+def _fake_grubby(tmp_path, extra):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "grubby-info.txt").write_text(GRUBBY_INFO.format(extra=extra))
+    script = bindir / "grubby"
+    script.write_text('#!/bin/sh\necho "$*" >> "%s/grubby-calls.log"\n[ "$1" = --info=ALL ] && cat "%s/grubby-info.txt"\nexit 0\n'
+                      % (tmp_path, tmp_path))
+    script.chmod(0o755)
+    return {"PATH": "%s:%s" % (bindir, os.environ.get("PATH", ""))}
+
+
+def _grubby_calls(tmp_path):
+    log = tmp_path / "grubby-calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_grubby_edits_entries_that_miss_the_plan(tmp_path):
+    env = _fake_grubby(tmp_path, "intel_iommu=off rhgb quiet")
+    rc, text, _ = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+                            {"iommu_mode": "passthrough"}, extra_env=env)
+    assert rc == 0, text
+    assert _grubby_calls(tmp_path) == [
+        "--info=ALL",
+        "--update-kernel=ALL --remove-args=iommu.passthrough=0 amd_iommu=off",
+        "--update-kernel=ALL --args=intel_iommu=on iommu=pt",
+    ]
+
+
+def test_grubby_leaves_satisfied_entries_alone(tmp_path):
+    env = _fake_grubby(tmp_path, "rhgb quiet intel_iommu=on iommu=pt")
+    rc, text, _ = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+                            {"iommu_mode": "passthrough"}, extra_env=env)
+    assert rc == 0, text
+    assert _grubby_calls(tmp_path) == ["--info=ALL"]
+
+
+def test_grubby_check_mode_only_shows_the_commands(tmp_path):
+    env = _fake_grubby(tmp_path, "rhgb quiet")
+    rc, text, _ = run_tasks(tmp_path, facts("rocky9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+                            {"iommu_mode": "translated"}, check=True, extra_env=env)
+    assert rc == 0, text
+    assert _grubby_calls(tmp_path) == ["--info=ALL"]  # read-only probe only
+    assert "check mode: would run grubby --update-kernel=ALL" in text and "--args=intel_iommu=on" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Docker daemon.json: merged, never overwritten
+
+
+def _daemon_json(tmp_path, content, check=False):
+    path = tmp_path / "docker" / "daemon.json"
+    if content is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "docker_daemon_json.yml")],
+                            {"nvidia_driver_docker_daemon_json": str(path)}, check=check)
+    return rc, text, path
+
+
+def test_daemon_json_merge_keeps_other_keys_and_is_idempotent(tmp_path):
+    existing = {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/srv/docker",
+                "features": {"buildkit": True}, "runtimes": {"crun": {"path": "/usr/bin/crun"}}}
+    rc, text, path = _daemon_json(tmp_path, json.dumps(existing))
+    assert rc == 0, text
+    merged = json.loads(path.read_text())
+    assert merged == {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/srv/docker",
+                      "features": {"buildkit": True, "cdi": True},
+                      "runtimes": {"crun": {"path": "/usr/bin/crun"}, "nvidia": {"path": "nvidia-container-runtime", "args": []}}}
+    rc, text, _ = _daemon_json(tmp_path, None)
+    assert rc == 0, text
+    assert "changed=0" in text.split("PLAY RECAP")[-1]
+
+
+def test_daemon_json_created_when_missing_and_check_mode_writes_nothing(tmp_path):
+    rc, text, path = _daemon_json(tmp_path, None, check=True)
+    assert rc == 0, text
+    assert not path.exists()
+    rc, text, path = _daemon_json(tmp_path, None)
+    assert rc == 0, text
+    assert json.loads(path.read_text()) == {"features": {"cdi": True}, "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}
+
+
+def test_daemon_json_invalid_is_refused_untouched(tmp_path):
+    broken = '{"log-driver": "json-file",, }'
+    rc, text, path = _daemon_json(tmp_path, broken)
+    assert rc != 0
+    assert "is not valid JSON" in text and "Nothing was changed" in text
+    assert path.read_text() == broken
