@@ -2,7 +2,7 @@
 # Installs what llmops.sglang needs on a fresh Debian 12 controller / build machine and links the
 # collection where ansible.cfg looks for it. Idempotent: a second run only checks.
 #   - apt: podman, runc, debootstrap, gnupg, apt-utils (sandbox hosts and the stand-in apt repo),
-#     shellcheck (ansible-test sanity)
+#     and the shell linter that ansible-test sanity runs
 #   - a virtualenv in .venv with requirements.txt (ansible 12.3.0, molecule, testinfra, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."

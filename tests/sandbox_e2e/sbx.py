@@ -66,5 +66,3 @@ def run_playbook(*args: str, timeout: int = 1800) -> PlaybookRun:
     )
     out = proc.stdout + proc.stderr
     return PlaybookRun(rc=proc.returncode, output=out, recap=parse_recap(out))
-
-

@@ -126,7 +126,7 @@ def run_tasks(tmp_path, host_facts, tasks, play_vars=None, check=False, extra_en
     })
     env.update(extra_env or {})
     cmd = [str(PLAYBOOK_BIN), "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")] + (["--check", "--diff"] if check else [])
-    proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=240, check=False)
     text = proc.stdout + proc.stderr
     results = json.loads(out_file.read_text()) if out_file.exists() else None
     return proc.returncode, text, results
@@ -221,19 +221,19 @@ def test_driver_refuses_proprietary_on_blackwell(tmp_path):
 
 
 def test_driver_refuses_unsupported_os(tmp_path):
-    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2004", H200_GPU), [role_task("nvidia_driver", "plan.yml")])
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2004", H200_GPU), [role_task("nvidia_driver", "plan.yml")])
     assert rc != 0
     assert "Ubuntu 20.04" in text and "not supported by llmops.sglang.nvidia_driver" in text
 
 
 def test_driver_refuses_a_branch_below_the_cuda_floor(tmp_path):
-    rc, text, _ = run_tasks(tmp_path, facts("debian12", H200_GPU), [role_task("nvidia_driver", "plan.yml")], {"nvidia_driver_branch": "570"})
+    rc, text, _unused = run_tasks(tmp_path, facts("debian12", H200_GPU), [role_task("nvidia_driver", "plan.yml")], {"nvidia_driver_branch": "570"})
     assert rc != 0
     assert "nvidia_driver_branch is '570'" in text and ">= 580.65.06" in text
 
 
 def test_driver_validate_refuses_reboot_of_the_control_node(tmp_path):
-    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU),
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU),
                             [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "validate.yml")],
                             {"nvidia_driver_reboot_allowed": True})
     assert rc != 0
@@ -305,7 +305,7 @@ def test_iommu_refuses_passthrough_on_sev_snp(tmp_path):
 
 def test_iommu_refuses_runtime_identity_on_blackwell(tmp_path):
     no_snp = dict(REF_GPU, sev_snp={"active": False})
-    rc, text, _ = _iommu(tmp_path, "debian12", no_snp, {"iommu_runtime_identity": True})
+    rc, text, _unused = _iommu(tmp_path, "debian12", no_snp, {"iommu_runtime_identity": True})
     assert rc != 0
     assert "Refusing iommu_runtime_identity=True" in text and "Blackwell" in text
 
@@ -319,7 +319,7 @@ def test_iommu_auto_on_snp_keeps_translated(tmp_path):
 
 
 def test_iommu_refuses_reboot_of_the_control_node(tmp_path):
-    rc, text, _ = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "translated", "iommu_reboot_allowed": True})
+    rc, text, _unused = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "translated", "iommu_reboot_allowed": True})
     assert rc != 0
     assert "Refusing iommu_reboot_allowed=True" in text
 
@@ -377,7 +377,7 @@ def test_nccl_single_gpu_is_not_applicable(tmp_path):
 def test_nccl_refuses_p2p_forced_on_across_cns_pairs(tmp_path):
     host = dict(REF_GPU, sev_snp={"active": False}, iommu={"default_domain": "passthrough", "gpu_group_types": ["identity"], "gpu_groups": []})
     env_file = tmp_path / "nccl.env"
-    rc, text, _ = run_tasks(tmp_path, facts("debian12", host), [role_task("nccl")],
+    rc, text, _unused = run_tasks(tmp_path, facts("debian12", host), [role_task("nccl")],
                             {"sglang_server_tp_size": 4, "nccl_p2p": "enabled", "nccl_env_file": str(env_file)})
     assert rc != 0
     assert "Refusing nccl_p2p='enabled'" in text and "GPU0-GPU2 CNS" in text and "nccl_p2p_force" in text
@@ -385,7 +385,7 @@ def test_nccl_refuses_p2p_forced_on_across_cns_pairs(tmp_path):
 
 
 def test_nccl_rejects_p2p_in_extra_env(tmp_path):
-    rc, text, _ = run_tasks(tmp_path, facts("debian12", REF_GPU), [role_task("nccl")],
+    rc, text, _unused = run_tasks(tmp_path, facts("debian12", REF_GPU), [role_task("nccl")],
                             {"nccl_env_file": str(tmp_path / "x.env"), "nccl_extra_env": {"NCCL_P2P_DISABLE": "0"}})
     assert rc != 0
     assert "nccl_extra_env" in text and "NCCL_P2P_DISABLE belongs to the P2P policy" in text
@@ -510,7 +510,7 @@ def _grubby_calls(tmp_path):
 
 def test_grubby_edits_entries_that_miss_the_plan(tmp_path):
     env = _fake_grubby(tmp_path, "intel_iommu=off rhgb quiet")
-    rc, text, _ = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+    rc, text, _unused = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
                             {"iommu_mode": "passthrough"}, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == [
@@ -522,7 +522,7 @@ def test_grubby_edits_entries_that_miss_the_plan(tmp_path):
 
 def test_grubby_leaves_satisfied_entries_alone(tmp_path):
     env = _fake_grubby(tmp_path, "rhgb quiet intel_iommu=on iommu=pt")
-    rc, text, _ = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+    rc, text, _unused = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
                             {"iommu_mode": "passthrough"}, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == ["--info=ALL"]
@@ -530,7 +530,7 @@ def test_grubby_leaves_satisfied_entries_alone(tmp_path):
 
 def test_grubby_check_mode_only_shows_the_commands(tmp_path):
     env = _fake_grubby(tmp_path, "rhgb quiet")
-    rc, text, _ = run_tasks(tmp_path, facts("rocky9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
+    rc, text, _unused = run_tasks(tmp_path, facts("rocky9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
                             {"iommu_mode": "translated"}, check=True, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == ["--info=ALL"]  # read-only probe only
@@ -546,7 +546,7 @@ def _daemon_json(tmp_path, content, check=False):
     if content is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "docker_daemon_json.yml")],
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "docker_daemon_json.yml")],
                             {"nvidia_driver_docker_daemon_json": str(path)}, check=check)
     return rc, text, path
 
@@ -560,7 +560,7 @@ def test_daemon_json_merge_keeps_other_keys_and_is_idempotent(tmp_path):
     assert merged == {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/srv/docker",
                       "features": {"buildkit": True, "cdi": True},
                       "runtimes": {"crun": {"path": "/usr/bin/crun"}, "nvidia": {"path": "nvidia-container-runtime", "args": []}}}
-    rc, text, _ = _daemon_json(tmp_path, None)
+    rc, text, _unused = _daemon_json(tmp_path, None)
     assert rc == 0, text
     assert "changed=0" in text.split("PLAY RECAP")[-1]
 

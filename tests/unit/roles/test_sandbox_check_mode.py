@@ -23,7 +23,7 @@ DROPIN = "/etc/default/grub.d/99-llmops-iommu.cfg"
 
 
 def _podman(*args, check=True):
-    return subprocess.run(["podman"] + list(args), env=PODMAN_ENV, capture_output=True, text=True, check=check, timeout=120)
+    return subprocess.run(["podman"] + list(args), env=PODMAN_ENV, capture_output=True, text=True, check=check, timeout=120, check=False)
 
 
 def _have_image():
@@ -41,7 +41,7 @@ def sandbox_host(tmp_path_factory):
     _podman("rm", "-f", name, check=False)
     _podman("run", "-d", "--name", name, "--hostname", name, "--privileged", "--systemd=always", IMAGE, "/sbin/init")
     try:
-        for _ in range(60):
+        for _attempt in range(60):
             state = _podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip()
             if state in ("running", "degraded"):
                 break
@@ -60,7 +60,7 @@ def _play(inv, *extra):
     env = dict(PODMAN_ENV, ANSIBLE_NOCOLOR="1", ANSIBLE_CACHE_PLUGIN="memory",
                ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     cmd = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inv), "playbooks/host.yml", "--tags", "iommu"] + list(extra)
-    proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=str(REPO), env=env, capture_output=True, text=True, timeout=600, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 

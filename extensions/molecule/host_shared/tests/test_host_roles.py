@@ -23,7 +23,7 @@ def _env_lines(text):
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
+            key, _sep, value = line.partition("=")
             out[key] = value
     return out
 
