@@ -234,8 +234,8 @@ def test_driver_refuses_a_branch_below_the_cuda_floor(tmp_path):
 
 def test_driver_validate_refuses_reboot_of_the_control_node(tmp_path):
     rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU),
-                            [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "validate.yml")],
-                            {"nvidia_driver_reboot_allowed": True})
+                                  [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "validate.yml")],
+                                  {"nvidia_driver_reboot_allowed": True})
     assert rc != 0
     assert "Refusing nvidia_driver_reboot_allowed=True" in text and "control node" in text
 
@@ -378,7 +378,7 @@ def test_nccl_refuses_p2p_forced_on_across_cns_pairs(tmp_path):
     host = dict(REF_GPU, sev_snp={"active": False}, iommu={"default_domain": "passthrough", "gpu_group_types": ["identity"], "gpu_groups": []})
     env_file = tmp_path / "nccl.env"
     rc, text, _unused = run_tasks(tmp_path, facts("debian12", host), [role_task("nccl")],
-                            {"sglang_server_tp_size": 4, "nccl_p2p": "enabled", "nccl_env_file": str(env_file)})
+                                  {"sglang_server_tp_size": 4, "nccl_p2p": "enabled", "nccl_env_file": str(env_file)})
     assert rc != 0
     assert "Refusing nccl_p2p='enabled'" in text and "GPU0-GPU2 CNS" in text and "nccl_p2p_force" in text
     assert not env_file.exists()
@@ -386,7 +386,7 @@ def test_nccl_refuses_p2p_forced_on_across_cns_pairs(tmp_path):
 
 def test_nccl_rejects_p2p_in_extra_env(tmp_path):
     rc, text, _unused = run_tasks(tmp_path, facts("debian12", REF_GPU), [role_task("nccl")],
-                            {"nccl_env_file": str(tmp_path / "x.env"), "nccl_extra_env": {"NCCL_P2P_DISABLE": "0"}})
+                                  {"nccl_env_file": str(tmp_path / "x.env"), "nccl_extra_env": {"NCCL_P2P_DISABLE": "0"}})
     assert rc != 0
     assert "nccl_extra_env" in text and "NCCL_P2P_DISABLE belongs to the P2P policy" in text
 
@@ -511,7 +511,7 @@ def _grubby_calls(tmp_path):
 def test_grubby_edits_entries_that_miss_the_plan(tmp_path):
     env = _fake_grubby(tmp_path, "intel_iommu=off rhgb quiet")
     rc, text, _unused = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
-                            {"iommu_mode": "passthrough"}, extra_env=env)
+                                  {"iommu_mode": "passthrough"}, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == [
         "--info=ALL",
@@ -523,7 +523,7 @@ def test_grubby_edits_entries_that_miss_the_plan(tmp_path):
 def test_grubby_leaves_satisfied_entries_alone(tmp_path):
     env = _fake_grubby(tmp_path, "rhgb quiet intel_iommu=on iommu=pt")
     rc, text, _unused = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
-                            {"iommu_mode": "passthrough"}, extra_env=env)
+                                  {"iommu_mode": "passthrough"}, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == ["--info=ALL"]
 
@@ -531,7 +531,7 @@ def test_grubby_leaves_satisfied_entries_alone(tmp_path):
 def test_grubby_check_mode_only_shows_the_commands(tmp_path):
     env = _fake_grubby(tmp_path, "rhgb quiet")
     rc, text, _unused = run_tasks(tmp_path, facts("rocky9", H200_GPU), [role_task("iommu", "plan.yml"), role_task("iommu", "grubby.yml")],
-                            {"iommu_mode": "translated"}, check=True, extra_env=env)
+                                  {"iommu_mode": "translated"}, check=True, extra_env=env)
     assert rc == 0, text
     assert _grubby_calls(tmp_path) == ["--info=ALL"]  # read-only probe only
     assert "check mode: would run grubby --update-kernel=ALL" in text and "--args=intel_iommu=on" in text
@@ -547,7 +547,7 @@ def _daemon_json(tmp_path, content, check=False):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
     rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "docker_daemon_json.yml")],
-                            {"nvidia_driver_docker_daemon_json": str(path)}, check=check)
+                                  {"nvidia_driver_docker_daemon_json": str(path)}, check=check)
     return rc, text, path
 
 

@@ -23,7 +23,7 @@ DROPIN = "/etc/default/grub.d/99-llmops-iommu.cfg"
 
 
 def _podman(*args, check=True):
-    return subprocess.run(["podman"] + list(args), env=PODMAN_ENV, capture_output=True, text=True, check=check, timeout=120, check=False)
+    return subprocess.run(["podman"] + list(args), env=PODMAN_ENV, capture_output=True, text=True, check=check, timeout=120)
 
 
 def _have_image():
