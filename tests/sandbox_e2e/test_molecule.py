@@ -22,7 +22,9 @@ def test_molecule_scenario(scenario, sandbox_available):
     assert build.returncode == 0, (build.stdout + build.stderr)[-4000:]
     proc = subprocess.run(
         [str(VENV_BIN / "molecule"), "test", "-s", scenario],
-        cwd=REPO_ROOT / "extensions", env=sandbox_env(), capture_output=True, text=True, timeout=3600, check=False,
+        # From the repository root: molecule finds extensions/molecule/<scenario> there, and the scenarios
+        # resolve llmops.sglang through ${MOLECULE_PROJECT_DIRECTORY}/.collections.
+        cwd=REPO_ROOT, env=sandbox_env(), capture_output=True, text=True, timeout=3600, check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
 
