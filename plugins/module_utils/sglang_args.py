@@ -962,8 +962,8 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
     :param ulimits: ``--ulimit`` values (``name=soft[:hard]``); default ``memlock=-1`` (pinned host memory for NCCL/CUDA)
         and ``stack=67108864`` (64 MiB), as in SGLang's docker/compose.yaml. Note that giving any ``--ulimit`` replaces
         the engine's default_ulimits, so hosts that cannot raise limits (the sandbox) list nofile/nproc too.
-    :returns: list of str, starting ``<engine> run --rm --name <name>`` (podman adds ``--log-driver passthrough``:
-        the SGLang log lines reach the unit's journal once, read them with ``journalctl -u``, not ``podman logs``).
+    :returns: list of str, starting ``<engine> run --rm --name <name>`` (podman adds ``--log-driver k8s-file``: the
+        SGLang log lines reach the unit's journal once, and ``podman logs`` still works).
     :raises SGLangArgsError: naming ``sglang_server_engine`` / ``sglang_server_gpu_mode`` / ``sglang_server_gpus`` /
         ``sglang_server_image`` / ``sglang_server_name``.
     """
@@ -978,10 +978,11 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         raise SGLangArgsError(var("name"), name, "not a valid container/unit name", "use letters, digits, '.', '_' and '-'")
     argv = [engine_bin or ("/usr/bin/%s" % engine), "run", "--rm", "--name", str(name)]
     if engine == "podman":
-        # Under systemd the container's stdout already is the unit's journal; podman's default journald log
-        # driver would write every SGLang line a second time under the identifier "podman", and a log reader
-        # would then see each rank's target "Load weight end." twice (mistaking the copy for the draft's).
-        argv += ["--log-driver", "passthrough"]
+        # Under systemd the attached container output already reaches the unit's journal; podman's default
+        # journald log driver would write every SGLang line a second time (under the container's name), and a
+        # log reader would see each rank's target "Load weight end." twice, mistaking the copy for the draft's.
+        # k8s-file keeps `podman logs` working; passthrough would lose the output under systemd (podman 4.3).
+        argv += ["--log-driver", "k8s-file"]
     if network_host:
         argv += ["--network", "host"]
     else:

@@ -137,7 +137,7 @@ def test_serve_runs_simulator_and_second_run_changes_nothing(sandbox_hosts, tmp_
     assert info["max_running_requests"] == 64 and info["tp_size"] == 4
     assert info["mamba_scheduler_strategy"] == "extra_buffer" and info["attention_backend"] == "triton"
     unit = on_host(host, "cat /etc/systemd/system/sglang-server.service").stdout
-    assert "ExecStart=/usr/bin/podman run --rm --name sglang-server --network host --ipc host" in unit
+    assert "ExecStart=/usr/bin/podman run --rm --name sglang-server --log-driver k8s-file --network host --ipc host" in unit
     assert "localhost/sglang-sim:latest python3 -m sglang.launch_server --model-path /models/Qwen3.5-122B-A10B" in unit
     assert "Restart=on-failure" in unit and "TimeoutStartSec=3600" in unit
     assert "After=network-online.target nvidia-persistenced.service" in unit

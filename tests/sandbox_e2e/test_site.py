@@ -55,6 +55,14 @@ def test_site_ends_with_the_benchmark_table_printed_and_saved(first_run):
     assert summary, "summary.json is empty"
 
 
+def test_verify_read_the_draft_model_from_the_server_logs(first_run):
+    # speculative_check reads the unit's journal on the sandbox host: the simulator logs, per TP rank, the target's
+    # "Load weight end." and then the draft's (SGLang builds Qwen3_5ForCausalLMMTP from the checkpoint's MTP head).
+    printed = " ".join(first_run.output.split())
+    assert "PASS (SGLang 0.5.9, speculation on)" in printed
+    assert "draft Qwen3_5ForCausalLMMTP loaded after the target Qwen3_5MoeForConditionalGeneration on TP0, TP1, TP2, TP3" in printed
+
+
 def test_second_run_changes_nothing(first_run):
     run = run_playbook("site.yml")
     assert run.rc == 0, run.output[-6000:]

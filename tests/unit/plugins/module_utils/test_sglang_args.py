@@ -464,7 +464,7 @@ def test_container_podman_cdi_defaults():
     argv = sa.render_container(LAUNCH, "sglang-server", "lmsysorg/sglang:v0.5.9-cu130-runtime",
                                volumes=["/var/lib/sglang/huggingface:/root/.cache/huggingface", "/models:/models:ro"],
                                env_files=["/etc/llmops/nccl.env", "/etc/sglang/sglang-server.env"], pass_env=["HF_TOKEN"])
-    assert argv == ["/usr/bin/podman", "run", "--rm", "--name", "sglang-server", "--log-driver", "passthrough",
+    assert argv == ["/usr/bin/podman", "run", "--rm", "--name", "sglang-server", "--log-driver", "k8s-file",
                     "--network", "host", "--ipc", "host",
                     "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
                     "--device", "nvidia.com/gpu=all", "--security-opt", "label=disable",
