@@ -14,7 +14,6 @@ So MTP must win at concurrency 1 and lose at 64.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -23,23 +22,15 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.llmops.sglang.plugins.module_utils import bench_client as bc
 from ansible_collections.llmops.sglang.plugins.module_utils import bench_report as br
 from ansible_collections.llmops.sglang.plugins.module_utils import bench_stats as bs
 from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
+# ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
+from ansible.module_utils.testing import patch_module_args
 
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
-            yield
 
 pytestmark = pytest.mark.simulator
 

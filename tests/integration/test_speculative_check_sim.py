@@ -7,28 +7,20 @@ not asserted here; benchmarks/ measures those.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from unittest import mock
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.llmops.sglang.plugins.modules import speculative_check
 
-try:
-    from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
-except ImportError:  # older cores
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
-            yield
+# ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
+from ansible.module_utils.testing import patch_module_args
+
 
 VERSIONS = ("0.4.10", "0.5.4", "0.5.9", "0.5.10", "0.5.14", "0.5.23")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,24 +1,14 @@
 """benchmark_report module: files, idempotence, check mode, A/B output and the missing-matplotlib error."""
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.llmops.sglang.plugins.modules import benchmark_report
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
-            yield
+# ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
+from ansible.module_utils.testing import patch_module_args
 
 
 def run(capsys, args):

@@ -13,18 +13,8 @@ from ansible.module_utils import basic
 
 from ansible_collections.llmops.sglang.plugins.modules import gpu_facts
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    import contextlib
-
-    from ansible.module_utils.common.text.converters import to_bytes
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-            yield
+# ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
+from ansible.module_utils.testing import patch_module_args
 
 
 QUERY = ["--query-gpu=index,name,pci.bus_id,driver_version,compute_cap,memory.total,uuid", "--format=csv,noheader,nounits"]

@@ -1,25 +1,17 @@
 """Tests of plugins/modules/speculative_check.py: fetch_url and run_command are mocked, inputs are the recorded fixtures."""
 from __future__ import annotations
 
-import contextlib
 import json
-from unittest import mock
 
 import pytest
 
 from ansible.module_utils import basic
-from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.llmops.sglang.plugins.module_utils import sglang_api
 from ansible_collections.llmops.sglang.plugins.modules import speculative_check
 
-try:
-    from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
-except ImportError:  # older cores
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))):
-            yield
+# ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
+from ansible.module_utils.testing import patch_module_args
 
 
 class FakeResp(object):
