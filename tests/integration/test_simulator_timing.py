@@ -1,9 +1,14 @@
-"""The simulator's timing model arithmetic, against values worked out by hand (no clock involved)."""
+"""The simulator's timing model arithmetic, against values worked out by hand (no clock involved), and the
+real-time step scheduling against a fake clock whose timers wake late the way asyncio's do."""
 from __future__ import annotations
+
+import asyncio
+import math
+import types
 
 import pytest
 
-from sglang_sim import knobs
+from sglang_sim import engine, knobs
 from sglang_sim.timing import TimingModel, crossover_concurrency
 
 
@@ -50,3 +55,49 @@ def test_knob_resolution_flags_over_env_and_errors():
         knobs.resolve({"SGLANG_SIM_CRASH_AFTER": "-1"}, {})
     with pytest.raises(knobs.KnobError, match=r"--sim-gpu='a100' is invalid"):
         knobs.resolve({}, {"gpu": "a100"})
+
+
+class _FakeClock(object):
+    """time.monotonic and asyncio.sleep stand-ins: a timer sleep wakes as late as asyncio's epoll selector
+    makes it (timeout rounded up to a whole ms, plus 0.2 ms of timer slack); a zero sleep costs 10 us."""
+
+    def __init__(self, now=100.0):
+        self.now = now
+        self.timer_sleeps = []
+        self.yields = 0
+
+    def monotonic(self):
+        return self.now
+
+    async def sleep(self, delay):
+        if delay > 0:
+            self.timer_sleeps.append(delay)
+            self.now += math.ceil(delay * 1000.0) / 1000.0 + 0.0002
+        else:
+            self.yields += 1
+            self.now += 0.00001
+
+
+def test_real_time_step_ends_at_its_deadline_despite_late_timers(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(engine.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(engine.asyncio, "sleep", clock.sleep)
+    state = types.SimpleNamespace(instant=False, next_t=None)
+    # prefill of 32 tokens: 8.84 + 0.05*32 = 10.44 ms. A plain timer sleep would wake at ceil(10.44) + 0.2 = 11.2 ms.
+    asyncio.run(engine.Engine._spend(state, 0.01044))
+    assert clock.timer_sleeps == [pytest.approx(0.01044 - engine.SPIN_MARGIN_S)]
+    # timer: ceil(9.14 ms) + 0.2 = 10.2 ms; then 10 us yields until >= 10.44 ms: 24 yields, ending at 10.44 ms
+    assert clock.yields == 24
+    assert clock.now - 100.0 == pytest.approx(0.01044, abs=1e-5)
+    # the next step is scheduled from the previous deadline (absolute schedule): 9.09 ms later
+    asyncio.run(engine.Engine._spend(state, 0.00909))
+    assert state.next_t == pytest.approx(100.0 + 0.01044 + 0.00909)
+    assert clock.now - 100.0 == pytest.approx(0.01953, abs=1e-5)
+
+
+def test_instant_mode_only_yields(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr(engine.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(engine.asyncio, "sleep", clock.sleep)
+    asyncio.run(engine.Engine._spend(types.SimpleNamespace(instant=True, next_t=None), 0.05))
+    assert clock.timer_sleeps == [] and clock.yields == 1
