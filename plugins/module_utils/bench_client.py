@@ -199,10 +199,15 @@ def request_body(target, prompt):
 
 
 class _Stream(asyncio.Protocol):
-    """One request: HTTP/1.1 response parsing, SSE decoding and the per-chunk timing, in data_received."""
+    """One request: HTTP/1.1 response parsing, SSE decoding and the per-chunk timing, in data_received.
 
-    def __init__(self, target, result, start, done):
+    ``request`` (bytes, HTTP head + body) is written as soon as the connection is made; ``start`` is the
+    perf_counter time (s) the request's timings count from; ``done`` (a Future) resolves when it ends.
+    """
+
+    def __init__(self, target, result, start, done, request=b""):
         self.t = target
+        self.request = request
         self.r = result
         self.start = start
         self.done = done
@@ -227,7 +232,18 @@ class _Stream(asyncio.Protocol):
 
     # -- asyncio callbacks -------------------------------------------------------------------
     def connection_made(self, transport):
+        # The request goes out here, in the callback that completes the connection, rather than after the
+        # connect coroutine returns: that saves the event-loop turns between the two (~0.1 ms per request
+        # on loopback, 1 % of a 10 ms TTFT).
         self.transport = transport
+        try:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+        if self.request:
+            transport.write(self.request)
 
     def data_received(self, data):
         now = time.perf_counter()
@@ -499,29 +515,23 @@ class _Runner(object):
         if self.abort_reason:
             r.error = self.abort_reason
             return r
+        request = t.head(len(body)) + body
         start = time.perf_counter()
         r.start_time = start
         done = loop.create_future()
-        proto = _Stream(t, r, start, done)
+        proto = _Stream(t, r, start, done, request)
         self.active.add(proto)
         try:
             connect = loop.create_connection(lambda: proto, t.host, t.port, ssl=t.ssl,
                                              server_hostname=t.host if t.ssl else None)
             limit = t.stall_timeout_s or t.timeout_s or None
             try:
-                transport, _p = await asyncio.wait_for(connect, limit)
+                await asyncio.wait_for(connect, limit)
             except asyncio.TimeoutError:
                 proto._fail("connect to %s:%d timed out after %.1f s" % (t.host, t.port, limit))
             except (OSError, ssl.SSLError) as exc:
                 proto._fail("cannot connect to %s:%d: %s: %s" % (t.host, t.port, type(exc).__name__, exc))
             else:
-                try:
-                    sock = transport.get_extra_info("socket")
-                    if sock is not None:
-                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                except (OSError, AttributeError):
-                    pass
-                transport.write(t.head(len(body)) + body)
                 await done
         finally:
             self.active.discard(proto)

@@ -1,9 +1,11 @@
 """bench_client: HTTP/1.1 framing, SSE timing and fault handling, against scripted loopback servers."""
 from __future__ import annotations
 
+import datetime
 import json
 import random
 import socket
+import ssl
 import socketserver
 import threading
 import time
@@ -26,28 +28,32 @@ class _Scripted(socketserver.ThreadingTCPServer):
     daemon_threads = True
 
 
-def _serve(script):
-    """Start a loopback server; ``script(sock, request_bytes)`` writes the response. Returns (server, url, seen)."""
+def _serve(script, tls=None):
+    """Start a loopback server; ``script(sock)`` writes the response after the request was read.
+    ``tls``: an ``ssl.SSLContext`` (server side) to speak HTTPS. Returns (server, url, seen)."""
     seen = []
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self):
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += self.request.recv(65536)
-            head, _s, body = data.partition(b"\r\n\r\n")
-            clen = [int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0]
-            while len(body) < clen:
-                body += self.request.recv(65536)
-            seen.append((head, json.loads(body)))
+            sock = self.request
             try:
-                script(self.request)
-            except OSError:
+                if tls is not None:
+                    sock = tls.wrap_socket(sock, server_side=True)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += sock.recv(65536)
+                head, _s, body = data.partition(b"\r\n\r\n")
+                clen = [int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0]
+                while len(body) < clen:
+                    body += sock.recv(65536)
+                seen.append((head, json.loads(body)))
+                script(sock)
+            except OSError:      # ssl.SSLError too: a client that refused our certificate
                 pass
 
     srv = _Scripted(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, "http://127.0.0.1:%d" % srv.server_address[1], seen
+    return srv, "%s://127.0.0.1:%d" % ("https" if tls is not None else "http", srv.server_address[1]), seen
 
 
 def _gen_chunk(ct, finish=None, extra=None):
@@ -67,8 +73,8 @@ def _prompts(n=1, out=4):
 def server():
     started = []
 
-    def start(script):
-        srv, url, seen = _serve(script)
+    def start(script, tls=None):
+        srv, url, seen = _serve(script, tls)
         started.append(srv)
         return url, seen
 
@@ -146,6 +152,50 @@ def test_itl_split_with_controlled_clock(monkeypatch, fixtures_dir):
     assert r.itl == pytest.approx([0.015, 0.015, 0.020, 0.020, 0.010])
     assert r.latency == pytest.approx(0.181)
     assert r.output_len == 6 and r.spec_verify_ct == 3
+
+
+def _self_signed(tmp_path):
+    """A throw-away self-signed certificate for 127.0.0.1 (cryptography comes with ansible-core); returns a server SSLContext."""
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "llmops-test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(tmp_path / "cert.pem"), str(tmp_path / "key.pem"))
+    return ctx
+
+
+def test_https_stream_and_certificate_check(server, tmp_path):
+    """Over TLS the request goes out once the handshake is done; a self-signed certificate is refused unless
+    validate_certs is off, and the error names the TLS failure."""
+    events = [_gen_chunk(1), _gen_chunk(4, FINAL), b"data: [DONE]\n\n"]
+
+    def script(sock):
+        sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(events))
+
+    url, seen = server(script, tls=_self_signed(tmp_path))
+    res, _d, _w = bc.run_benchmark(bc.Target(url, timeout_s=10, stall_timeout_s=5, validate_certs=False), _prompts())
+    assert res[0].success, res[0].error
+    assert res[0].output_len == 4 and len(res[0].itl) == 3
+    assert seen[0][0].startswith(b"POST /generate HTTP/1.1") and seen[0][1]["sampling_params"]["max_new_tokens"] == 4
+    res, _d, _w = bc.run_benchmark(bc.Target(url, timeout_s=10, stall_timeout_s=5), _prompts())
+    assert not res[0].success
+    assert res[0].error.startswith("cannot connect to 127.0.0.1:%d: SSLCertVerificationError:" % int(url.rsplit(":", 1)[1]))
+    assert "self-signed certificate" in res[0].error or "self signed certificate" in res[0].error
+    assert len(seen) == 1          # the refused connection never sent its request
 
 
 def test_http_error_status_reports_body(server):
