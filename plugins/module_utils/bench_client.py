@@ -228,6 +228,7 @@ class _Stream(asyncio.Protocol):
         self.usage = None
         self.finished = False
         self.closed = False
+        self.timed_out = False    # failed by a stall, request or connect timeout (the server kept it waiting)
         self.generate = target.backend == "sglang"
 
     # -- asyncio callbacks -------------------------------------------------------------------
@@ -492,9 +493,11 @@ class _Stream(asyncio.Protocol):
         if self.closed:
             return
         if self.t.stall_timeout_s and now - self.last_rx > self.t.stall_timeout_s:
+            self.timed_out = True
             self._fail("stream stalled: no data for %.1f s (stall_timeout %.1f s) after %d tokens"
                        % (now - self.last_rx, self.t.stall_timeout_s, self._tokens()), now)
         elif self.t.timeout_s and now - self.start > self.t.timeout_s:
+            self.timed_out = True
             self._fail("request timed out after %.1f s (timeout %.1f s) with %d tokens"
                        % (now - self.start, self.t.timeout_s, self._tokens()), now)
 
@@ -506,6 +509,7 @@ class _Runner(object):
         self.t = target
         self.active = set()
         self.consecutive_failures = 0
+        self.consecutive_timeouts = 0    # stalls/timeouts among the consecutive failures
         self.abort_reason = ""
 
     async def one(self, prompt, body):
@@ -528,6 +532,7 @@ class _Runner(object):
             try:
                 await asyncio.wait_for(connect, limit)
             except asyncio.TimeoutError:
+                proto.timed_out = True
                 proto._fail("connect to %s:%d timed out after %.1f s" % (t.host, t.port, limit))
             except (OSError, ssl.SSLError) as exc:
                 proto._fail("cannot connect to %s:%d: %s: %s" % (t.host, t.port, type(exc).__name__, exc))
@@ -537,8 +542,11 @@ class _Runner(object):
             self.active.discard(proto)
         if r.success:
             self.consecutive_failures = 0
+            self.consecutive_timeouts = 0
         else:
             self.consecutive_failures += 1
+            if proto.timed_out:
+                self.consecutive_timeouts += 1
         return r
 
     async def watchdog(self):
@@ -552,6 +560,9 @@ class _Runner(object):
 
 async def _run(target, prompts, max_concurrency, request_rate, seed, abort_after, progress):
     runner = _Runner(target)
+    # A whole wave of in-flight requests (at least 2) timing out in a row ends the run early: at concurrency 1
+    # that is 2 x stall_timeout instead of abort_after x stall_timeout.
+    timeout_abort = min(abort_after or 0, max(2, max_concurrency or len(prompts)))
     bodies = [request_body(target, p) for p in prompts]
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     rng = random.Random(seed)
@@ -565,9 +576,14 @@ async def _run(target, prompts, max_concurrency, request_rate, seed, abort_after
             async with sem:
                 res = await runner.one(prompts[i], bodies[i])
         results[i] = res
-        if abort_after and runner.consecutive_failures >= abort_after and not runner.abort_reason:
-            runner.abort_reason = ("not sent: the run was aborted after %d consecutive failed requests (last: %s)"
-                                   % (runner.consecutive_failures, res.error))
+        if abort_after and not runner.abort_reason:
+            if runner.consecutive_failures >= abort_after:
+                runner.abort_reason = ("not sent: the run was aborted after %d consecutive failed requests (last: %s)"
+                                       % (runner.consecutive_failures, res.error))
+            elif runner.consecutive_timeouts >= timeout_abort:
+                # a hung server: each further request would wait the whole stall/request timeout too
+                runner.abort_reason = ("not sent: the run was aborted after %d consecutive requests timed out with no "
+                                       "successful request in between (last: %s)" % (runner.consecutive_timeouts, res.error))
         if progress is not None:
             progress(i, res)
 
@@ -606,7 +622,9 @@ def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warm
         from ``seed``); None, 0 or inf = all at once (bench_serving's default ``inf``).
       warmup_prompts (list of Prompt or None): sent first, concurrently, and not counted.
       abort_after_failures (int): stop sending new requests after this many consecutive failures
-        (0 = never); unsent requests are reported as failed with the reason.
+        (0 = never), or earlier, after a whole wave of consecutive stalls/timeouts (max(2, max_concurrency)
+        requests, at most abort_after_failures): a hung server then costs two stall timeouts at concurrency 1,
+        not abort_after_failures of them. Unsent requests are reported as failed with the reason.
       progress (callable or None): called as ``progress(index, RequestResult)`` after each request.
 
     ``duration_s`` is the wall time of the measured run in seconds (perf_counter), from before the

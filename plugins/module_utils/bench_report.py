@@ -47,7 +47,7 @@ def make_record(metrics, config, server_info=None, meta=None):
       metrics (dict): :func:`bench_stats.level_metrics` output.
       config (dict): ``backend``, ``max_concurrency`` (int or None), ``request_rate`` (req/s or None
         = unlimited), ``random_input_len``, ``random_output_len``, ``random_range_ratio``, ``tag``,
-        ``num_prompts``, ``warmup_requests``.
+        ``num_prompts``, ``warmup_requests``, ``seed`` (the prompts' seed of this level).
       server_info (dict or None): the server's ``/server_info`` JSON (embedded as bench_serving does).
       meta (dict or None): ``level``, ``label``, ``run_id``, ``host``, ``started_at``, ``url``, ``speculative``.
     """

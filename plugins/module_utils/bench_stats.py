@@ -57,7 +57,7 @@ BENCH_SERVING_KEYS = (
 EXTRA_KEYS = (
     "p95_e2e_latency_ms", "p90_ttft_ms", "p95_ttft_ms", "p90_tpot_ms", "p95_tpot_ms", "p90_itl_ms",
     "max_itl_ms", "num_prompts", "failed", "failed_fraction", "errors", "decode_tok_s_per_request",
-    "accept_length_source", "spec_verify_ct", "warmup_requests",
+    "accept_length_source", "spec_verify_ct", "warmup_requests", "seed",
 )
 
 

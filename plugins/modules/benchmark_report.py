@@ -302,7 +302,8 @@ def main():
         module.fail_json(msg="benchmark_report: run_id=%r: use only letters, digits, '.', '_' and '-' (it is a directory name)"
                          % p["run_id"], **result)
     if "/" in p["host"] or p["host"] in ("", ".", ".."):
-        module.fail_json(msg="benchmark_report: host=%r is not usable as a directory name" % p["host"], **result)
+        module.fail_json(msg="benchmark_report: host=%r is not usable as a directory name (empty, '.', '..' or with '/'); "
+                         "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
     records = p["records"]
     if not records:
         module.fail_json(msg="benchmark_report: records is empty: the benchmark measured no level, nothing to report", **result)

@@ -91,7 +91,11 @@ options:
     type: int
     default: 1
   seed:
-    description: Seed for prompt token ids, ranged lengths and Poisson gaps.
+    description:
+      - Seed for prompt token ids, ranged lengths and Poisson gaps.
+      - Level number N (counting O(level_offset)) uses C(seed + N - 1), so every level sends different prompts and
+        none is served from the prefix (radix) cache that an earlier level filled; the same seed and level number
+        give the same prompts, so both arms of an A/B comparison send the same requests at each level.
     type: int
     default: 1
   timeout:
@@ -104,8 +108,12 @@ options:
     type: float
     default: 60
   abort_after_failures:
-    description: Stop sending a level's remaining requests after this many consecutive failures (0 = never);
-      they count as failed with the reason, so a crashed server ends the sweep quickly.
+    description:
+      - Stop sending a level's remaining requests after this many consecutive failures (0 = never); they count as
+        failed with the reason, so a crashed server ends the sweep quickly.
+      - A hung server ends it sooner. The level stops after a whole wave of consecutive stalls or timeouts with no
+        success in between. A wave is max(2, max_concurrency) requests, and never more than this value. At
+        concurrency 1 that costs two O(stall_timeout) periods instead of twenty.
     type: int
     default: 20
   server_info:
@@ -205,18 +213,23 @@ EXAMPLES = r"""
 
 RETURN = r"""
 records:
-  description: One record per level, in sweep order, with every bench_serving 0.5.9 JSONL key
-    (C(server_info) embedded) plus C(p90/p95) keys, C(failed), C(failed_fraction), C(errors) (first distinct
-    errors with counts), C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this
-    level's), C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(level), C(label), C(run_id), C(url),
-    C(speculative) and C(started_at). Also returned when the task fails.
+  description:
+    - One record per level, in sweep order, with every bench_serving 0.5.9 JSONL key (C(server_info) embedded)
+      plus C(p90/p95) keys, C(failed), C(failed_fraction), C(errors) (first distinct errors with counts),
+      C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this level's),
+      C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(seed) (this level's prompt seed), C(level), C(label),
+      C(run_id), C(url), C(speculative) and C(started_at). Also returned when the task fails.
+    - "Units, as in bench_serving: C(duration) s; C(*_ms) ms; C(request_throughput) req/s; C(input_throughput),
+      C(output_throughput), C(total_throughput), C(max_output_tokens_per_s) and C(decode_tok_s_per_request) tok/s;
+      C(request_rate) req/s (null = all at once); C(concurrency) = sum of E2E latencies / duration (mean requests
+      in flight); C(total_*_tokens) tokens; C(accept_length) tokens per verify step."
   returned: always
   type: list
   elements: dict
 summary:
-  description: Compact per-level rows (level, concurrency, request_rate, completed, failed, output_tok_s,
-    decode_tok_s_per_req, median/p99 TTFT and TPOT ms, median ITL ms, median E2E ms, measured concurrency,
-    accept_length, duration_s).
+  description: Compact per-level rows (level, concurrency, request_rate in req/s, completed, failed, output_tok_s
+    in tok/s, decode_tok_s_per_req in tok/s, median/p99 TTFT and TPOT in ms, median ITL in ms, median E2E in ms,
+    measured concurrency, accept_length, duration_s in s).
   returned: always
   type: list
   elements: dict
@@ -310,14 +323,15 @@ def validate(params):
             break
     for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset"):
         if params[name] < 0:
-            errs.append("%s=%r: must be >= 0" % (name, params[name]))
+            errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (name, params[name]))
     for name in ("timeout", "stall_timeout"):
         if params[name] < 0:
             errs.append("%s=%r: must be >= 0 s (0 = no limit)" % (name, params[name]))
     gates = params["gates"] or {}
     ff = gates.get("max_failed_fraction")
     if ff is not None and not 0.0 <= ff <= 1.0:
-        errs.append("gates.max_failed_fraction=%r: must be within [0, 1]" % ff)
+        errs.append("gates.max_failed_fraction=%r: must be within [0, 1] (a fraction of the level's requests); "
+                    "e.g. 0.05 tolerates 5 %% failed requests" % ff)
     return errs
 
 
@@ -344,10 +358,11 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
     """Run every planned level; returns (records, first_errors). Never raises for server-side failures."""
     records = []
     first_errors = []
-    seed = params["seed"]
     text = params["backend"] == "openai-chat"
     for i, lv in enumerate(levels):
         level_no = params["level_offset"] + i + 1
+        # a seed per level: identical prompts at two levels would let the second hit SGLang's radix cache
+        seed = params["seed"] + level_no - 1
         prompts = bench_client.make_prompts(lv["num_prompts"], params["input_len"], params["output_len"],
                                             params["range_ratio"], seed, text=text)
         warm = None
@@ -363,7 +378,7 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
         config = {"backend": params["backend"], "max_concurrency": lv["max_concurrency"], "request_rate": lv["request_rate"],
                   "random_input_len": params["input_len"], "random_output_len": params["output_len"],
                   "random_range_ratio": params["range_ratio"], "tag": params["tag"], "num_prompts": lv["num_prompts"],
-                  "warmup_requests": params["warmup_requests"],
+                  "warmup_requests": params["warmup_requests"], "seed": seed,
                   "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
         rec = make_record(metrics, config, server_info=server_info or None,
                           meta={"level": level_no, "label": params["label"], "run_id": params["run_id"],

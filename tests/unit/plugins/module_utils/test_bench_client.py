@@ -246,6 +246,30 @@ def test_stalled_stream_fails_within_stall_timeout(server):
     assert 0.5 <= waited < 2.0
 
 
+@pytest.mark.parametrize("conc, stalled", [(1, 2), (3, 3)])
+def test_hung_server_ends_the_run_after_one_wave_of_stalls(server, conc, stalled):
+    """A server that answers the head and then never sends a token: without the early stop, 10 requests at
+    concurrency 1 would wait 10 x 0.4 s; with it, one wave of max(2, concurrency) stalls ends the run."""
+    gate = threading.Event()
+
+    def script(sock):
+        sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        gate.wait(10)
+
+    url, seen = server(script)
+    t0 = time.monotonic()
+    res, _d, _w = bc.run_benchmark(bc.Target(url, stall_timeout_s=0.4, timeout_s=30), _prompts(n=10), max_concurrency=conc,
+                                   abort_after_failures=20)
+    waited = time.monotonic() - t0
+    gate.set()
+    stalls = [r for r in res if r.error.startswith("stream stalled: no data for")]
+    unsent = [r for r in res if r.error.startswith("not sent: the run was aborted after %d consecutive requests timed out" % stalled)]
+    assert len(stalls) == stalled and len(unsent) == 10 - stalled, [r.error for r in res]
+    assert len(seen) == stalled                       # nothing was sent after the wave
+    # conc 1: two stalls one after the other (2 x 0.4 s); conc 3: one wave of three in parallel (0.4 s)
+    assert 0.4 * (2 if conc == 1 else 1) <= waited < 0.4 * (2 if conc == 1 else 1) + 1.5
+
+
 def test_connection_refused_and_abort_after_failures():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

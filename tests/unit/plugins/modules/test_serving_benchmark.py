@@ -41,7 +41,8 @@ def fake_load(mocker):
              abort_after_failures=0, progress=None):
         calls.append({"n": len(prompts), "mc": max_concurrency, "rate": request_rate,
                       "warm": len(warmup_prompts or []), "lens": {(p.prompt_len, p.output_len) for p in prompts},
-                      "warm_lens": {(p.prompt_len, p.output_len) for p in warmup_prompts or []}})
+                      "warm_lens": {(p.prompt_len, p.output_len) for p in warmup_prompts or []},
+                      "prompts": [p.prompt for p in prompts]})
         return [_ok() for _p in prompts], 2.0, []
 
     mocker.patch.object(bench_client, "run_benchmark", side_effect=fake)
@@ -67,6 +68,16 @@ def test_levels_records_and_accept_length(capsys, server_info, fake_load):
     assert r["label"] == "mtp_on" and r["backend"] == "sglang" and r["random_output_len"] == 10
     assert "| 3 | 1 |" in out["markdown"]
     assert out["changed"] is False
+
+
+def test_each_level_sends_its_own_prompts(capsys, server_info, fake_load):
+    """Level N uses seed + N - 1: no level repeats an earlier level's prompts (which SGLang's radix cache would
+    serve without a prefill), and the same seed and level number give the same prompts in another run (A/B arms)."""
+    out = run(capsys, {"max_concurrency": [2, 2], "num_prompts": 2, "input_len": 50, "output_len": 10, "seed": 7, "level_offset": 1})
+    assert [r["seed"] for r in out["records"]] == [8, 9]       # levels 2 and 3
+    assert fake_load[0]["prompts"] == [p.prompt for p in bench_client.make_prompts(2, 50, 10, seed=8)]
+    assert fake_load[1]["prompts"] == [p.prompt for p in bench_client.make_prompts(2, 50, 10, seed=9)]
+    assert not set(map(tuple, fake_load[0]["prompts"])) & set(map(tuple, fake_load[1]["prompts"]))
 
 
 def test_warmup_uses_input_len_and_at_most_32_output_tokens(capsys, server_info, fake_load):
