@@ -175,7 +175,12 @@ def check_gates(rec, gates):
 
     def below(metric, limit, unit):
         v = rec.get(metric)
-        if v is None or v < limit:
+        if v is None and metric == "accept_length":
+            why = ("the %s backend does not report it (use the sglang backend, /generate, whose meta_info carries "
+                   "spec_verify_ct)" % rec.get("backend") if rec.get("backend") in ("openai", "openai-chat")
+                   else "no response carried spec_verify_ct: speculative decoding is off on this server")
+            out.append("%s: accept_length is not available, so the gate %s cannot pass: %s" % (where, _fmt(float(limit), 2), why))
+        elif v is None or v < limit:
             out.append("%s: %s %s%s is below the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
 
     def above(metric, limit, unit):
@@ -221,7 +226,8 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
 
     Levels with no completed request on either side are listed with ``speedup`` None and ignored by
     the crossover and decision. Raises ReportError when the runs share no level, a run repeats a level coordinate
-    (a sweep over both concurrency and request rate), or ``min_gain`` < 0.
+    (a sweep over both concurrency and request rate), ``min_gain`` < 0, or ``target`` is given for runs that
+    swept request rates (the decision is per concurrency).
     """
     if min_gain is None or min_gain < 0:
         raise ReportError("min_gain must be >= 0 (fraction, e.g. 0.02 for 2 %%), got %r" % (min_gain,))
@@ -272,6 +278,11 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
                 crossover["note"] = "%s wins at every measured level (up to %s)" % (candidate_label, _fmt(valid[-1]["level"]))
     decision = None
     if target is not None:
+        rates = sorted(set(_fmt(r["level"]) for r in rows if r["key"] != "max_concurrency"))
+        if rates:
+            raise ReportError("the decision is taken at a concurrency (target %s), but the runs swept request rates %s req/s "
+                              "with no max_concurrency; sweep sglang_benchmark_concurrency instead (and leave "
+                              "sglang_benchmark_request_rates empty)" % (_fmt(target), ", ".join(rates)))
         decision = _decide(valid, float(target), min_gain, baseline_label, candidate_label)
     return {"levels": rows, "crossover": crossover, "decision": decision,
             "baseline_label": baseline_label, "candidate_label": candidate_label, "metric": "output_throughput"}

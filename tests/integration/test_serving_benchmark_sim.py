@@ -161,6 +161,48 @@ def test_benchmark_playbook_crash_keeps_partial_report(sglang_sim, tmp_path):
     assert "Failed requests" in (reports / "simhost" / "crash" / "summary.md").read_text()
 
 
+def _python_without_matplotlib():
+    """A Python on this machine that cannot import matplotlib (Debian's own python3: bootstrap installs it only in .venv)."""
+    for py in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(py) and subprocess.run([py, "-c", "import matplotlib"], capture_output=True, check=False).returncode != 0:
+            return py
+    pytest.skip("every python3 here imports matplotlib; nothing to take it away from")
+    return None
+
+
+def test_benchmark_without_matplotlib_stops_before_the_sweep(sglang_sim, tmp_path):
+    srv = sglang_sim(OFF_ARGS, instant=True)
+    py = _python_without_matplotlib()
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, "benchmark.yml", {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [1], "sglang_benchmark_num_prompts": 2,
+        "sglang_benchmark_input_len": 16, "sglang_benchmark_output_len": 16, "sglang_benchmark_report_dir": str(reports),
+        "sglang_benchmark_report_python": py, "sglang_benchmark_report_venv_install": False})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0, out[-3000:]
+    assert "sglang_benchmark_plots=true needs matplotlib on the controller, before the sweep starts: %s cannot import it" % py in out
+    assert "No module named 'matplotlib'" in out and "sglang_benchmark_report_venv_install is false" in out
+    assert "set sglang_benchmark_plots=false" in out
+    # nothing was measured or written: the simulator saw no /generate beyond its own start-up warm-up
+    assert "TASK [llmops.sglang.sglang_benchmark : Benchmark level" not in proc.stdout
+    assert srv.log_text().count('"POST /generate HTTP/1.1" 200') == 1
+    assert not reports.exists()
+
+
+def test_benchmark_draws_plots_with_a_venv_it_creates(sglang_sim, tmp_path):
+    srv = sglang_sim(OFF_ARGS, instant=True)
+    py = _python_without_matplotlib()
+    venv = tmp_path / "report-venv"
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, "benchmark.yml", {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [1], "sglang_benchmark_num_prompts": 2,
+        "sglang_benchmark_input_len": 16, "sglang_benchmark_output_len": 16, "sglang_benchmark_report_dir": str(reports),
+        "sglang_benchmark_run_id": "venv", "sglang_benchmark_report_python": py, "sglang_benchmark_report_venv": str(venv)})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert subprocess.run([str(venv / "bin" / "python"), "-c", "import matplotlib"], check=False).returncode == 0
+    assert (reports / "simhost" / "venv" / "output_throughput.png").exists(), sorted(os.listdir(reports / "simhost" / "venv"))
+
+
 @pytest.fixture(scope="module")
 def ab_servers(sim_server_cls, tmp_path_factory):
     d = tmp_path_factory.mktemp("ab")

@@ -3,17 +3,20 @@
 Runs in order (module scope): a first full run (sandbox build/start, preflight, host, serve, verify,
 benchmark, report), a second run that must change nothing, a ``--check --diff`` run that must change
 nothing, and a run with an inconsistent server description that must stop in preflight before any
-change. The expected numbers come from the simulator's documented defaults (docs/simulator.md: a
+change, and last ``playbooks/mtp_ab.yml`` with the server managed (both arms, the decision at 64, the
+winner left running). The expected numbers come from the simulator's documented defaults (docs/simulator.md: a
 test double, not a model): MTP with one draft token, accept length 2.00, ~135 tok/s single-stream.
 """
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from sbx import REPO_ROOT, run_playbook
+from sbx import REPO_ROOT, run_playbook, sandbox_env
 
 pytestmark = [pytest.mark.sandbox]
 HOST = "sglang-sbx-1"
@@ -86,3 +89,36 @@ def test_inconsistent_server_description_fails_in_preflight_before_any_change(fi
     assert "PLAY [Host" not in run.output and "PLAY [Serve" not in run.output, run.output[-4000:]
     assert run.recap[HOST]["changed"] == 0
     assert run.recap[HOST]["failed"] >= 1
+
+
+def _sandbox_server_info() -> dict:
+    out = subprocess.run(["podman", "exec", HOST, "curl", "-sf", "http://127.0.0.1:30000/server_info"], env=sandbox_env(),
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, f"no /server_info on {HOST}: {out.stderr}"
+    return json.loads(out.stdout)
+
+
+def test_mtp_ab_measures_both_arms_and_leaves_the_winner_running(first_run):
+    """playbooks/mtp_ab.yml with the server managed: MTP off and on served, verified and swept at [1] plus the target 64
+    (added by the playbook). By hand from the simulator's model (docs/simulator.md): speedup 14.815 ms / 2 tokens vs
+    9.09 ms at 1 -> 1.227; at 64, 55.45 ms / 2 tokens vs 24.84 ms -> 0.896 (MTP loses), so the decision at 64 is MTP
+    off and the service is redeployed without speculative decoding. The last test of the module: it leaves MTP off."""
+    assert _sandbox_server_info()["speculative_algorithm"] == "EAGLE"       # site.yml left MTP on (NEXTN -> EAGLE)
+    run_id = f"ab-e2e-{int(time.time())}"
+    extra = json.dumps({"sglang_target_concurrency": 64, "sglang_benchmark_concurrency": [1], "sglang_benchmark_output_len": 256,
+                        "sglang_benchmark_ab_run_id": run_id, "sglang_benchmark_plots": True})
+    run = run_playbook("playbooks/mtp_ab.yml", "-e", extra)
+    assert run.rc == 0, run.output[-6000:]
+    ab = json.loads((REPO_ROOT / "reports" / HOST / run_id / "ab_summary.json").read_text())
+    assert [r["level"] for r in ab["levels"]] == [1, 64]
+    assert ab["levels"][0]["speedup"] == pytest.approx(1.227, abs=0.06)
+    assert ab["levels"][1]["speedup"] == pytest.approx(0.896, abs=0.06)
+    assert 1 < ab["crossover"]["concurrency"] < 64
+    assert (ab["decision"]["winner"], ab["decision"]["basis"]) == ("mtp_off", "measured")
+    for arm in (run_id + "-mtp_off", run_id + "-mtp_on"):
+        assert len((REPO_ROOT / "reports" / HOST / arm / "results.jsonl").read_text().splitlines()) == 2
+    printed = " ".join(run.output.split())
+    assert "service: redeployed with MTP off" in printed
+    info = _sandbox_server_info()
+    assert info["speculative_algorithm"] is None, info.get("speculative_algorithm")
+    assert info["max_running_requests"] == 64

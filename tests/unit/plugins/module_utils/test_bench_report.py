@@ -81,6 +81,25 @@ def test_compare_refuses_two_dimensional_sweep():
         br.compare([a, b], [a, b])
 
 
+def test_decision_refuses_a_request_rate_sweep():
+    """The decision is per concurrency: a rate-only sweep is compared level by level, but no target decision."""
+    a = [dict(_rec(None, 100.0), request_rate=2.0), dict(_rec(None, 180.0), request_rate=4.0)]
+    b = [dict(_rec(None, 120.0), request_rate=2.0), dict(_rec(None, 170.0), request_rate=4.0)]
+    assert [r["speedup"] for r in br.compare(a, b)["levels"]] == pytest.approx([1.2, 170.0 / 180.0])
+    with pytest.raises(br.ReportError, match=r"target 32\), but the runs swept request rates 2.0, 4.0 req/s .* sweep "
+                                             r"sglang_benchmark_concurrency instead"):
+        br.compare(a, b, target=32)
+
+
+def test_accept_length_gate_says_why_it_is_missing():
+    off = {"level": 1, "max_concurrency": 1, "accept_length": None, "backend": "sglang"}
+    assert br.check_gates(off, {"min_accept_length": 1.5}) == [
+        "level 1 (max_concurrency=1): accept_length is not available, so the gate 1.50 cannot pass: no response carried "
+        "spec_verify_ct: speculative decoding is off on this server"]
+    oai = dict(off, backend="openai-chat")
+    assert "the openai-chat backend does not report it" in br.check_gates(oai, {"min_accept_length": 1.5})[0]
+
+
 def test_gates_name_level_and_metric():
     rec = {"level": 3, "max_concurrency": 16, "output_throughput": 900.0, "p99_ttft_ms": 2500.0, "p99_tpot_ms": 20.0,
            "accept_length": 1.0, "failed_fraction": 0.1}
@@ -95,11 +114,6 @@ def test_gates_name_level_and_metric():
     assert br.check_gates(rec, {"max_p99_tpot_ms": 25}) == []
     with pytest.raises(br.ReportError, match="unknown benchmark gate"):
         br.check_gates(rec, {"max_ttft": 1})
-
-
-def test_min_accept_length_gate_fails_without_spec():
-    assert "accept_length - is below" in br.check_gates({"level": 1, "max_concurrency": 1, "accept_length": None},
-                                                        {"min_accept_length": 1.5})[0]
 
 
 def test_make_record_key_order_and_jsonl_compat():
