@@ -38,6 +38,7 @@ Definitions (bench_serving 0.5.9):
 from __future__ import annotations
 
 import math
+import re
 
 # Key order of one bench_serving 0.5.9 JSONL line (SGLANG_FACTS.md section 5.1). The p90/p95 keys
 # that 0.5.14+ added are appended after these by :func:`level_metrics`.
@@ -52,6 +53,9 @@ BENCH_SERVING_KEYS = (
     "median_itl_ms", "std_itl_ms", "p95_itl_ms", "p99_itl_ms", "concurrency", "accept_length",
     "max_output_tokens_per_s", "max_concurrent_requests",
 )
+
+# Numbers in an error message (token counts, seconds, ports): masked when errors are grouped by kind.
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 # Extra keys this collection adds to each line (bench_serving 0.5.14+ names where one exists).
 EXTRA_KEYS = (
@@ -214,8 +218,10 @@ def level_metrics(results, duration_s, max_errors=5):
     Returns a dict with every numeric bench_serving 0.5.9 JSONL key (``completed`` ...
     ``max_concurrent_requests``; configuration keys such as ``backend`` are added by the caller),
     the 0.5.14+ p90/p95 keys, and this collection's extras: ``failed`` (count),
-    ``failed_fraction`` (0..1), ``errors`` (the first ``max_errors`` distinct error strings with
-    their counts), ``max_itl_ms``, ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the
+    ``failed_fraction`` (0..1), ``errors`` (the first ``max_errors`` distinct kinds of error, each
+    ``{"error": the first message of that kind, "count": requests}``; messages that differ only in
+    their numbers, e.g. ``... after 412 tokens`` and ``... after 415 tokens``, are one kind, so the
+    counts add up to ``failed`` unless there are more kinds than ``max_errors``), ``max_itl_ms``, ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the
     per-request decode speed; 0.0 without TPOT samples), ``accept_length`` and ``spec_verify_ct``.
 
     Raises ValueError when ``duration_s`` is not > 0.
@@ -241,10 +247,11 @@ def level_metrics(results, duration_s, max_errors=5):
             itls.extend(r.itl)
         else:
             msg = r.error or "unknown error"
-            if msg not in err_counts:
-                err_counts[msg] = 0
-                err_order.append(msg)
-            err_counts[msg] += 1
+            kind = _NUMBER.sub("#", msg)
+            if kind not in err_counts:
+                err_counts[kind] = 0
+                err_order.append((kind, msg))
+            err_counts[kind] += 1
     failed = len(results) - completed
     acc, verify_ct = accept_length(results)
     peak_tok, peak_conc = peak_rates(results)
@@ -294,7 +301,7 @@ def level_metrics(results, duration_s, max_errors=5):
         "max_concurrent_requests": peak_conc,
         "failed": failed,
         "failed_fraction": (failed / float(len(results))) if results else 0.0,
-        "errors": [{"error": m, "count": err_counts[m]} for m in err_order[:max_errors]],
+        "errors": [{"error": m, "count": err_counts[k]} for k, m in err_order[:max_errors]],
         "decode_tok_s_per_request": (1000.0 / med_tpot_ms) if med_tpot_ms > 0 else 0.0,
     }
     return out

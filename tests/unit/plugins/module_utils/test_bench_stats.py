@@ -107,6 +107,18 @@ def test_level_metrics_all_failed_gives_zeros_not_errors():
     assert m["max_concurrent_requests"] == 0
 
 
+def test_errors_are_grouped_by_kind_ignoring_numbers():
+    """A crash at concurrency 4: each stream died after a different number of tokens; one kind, 3 requests; the
+    first message is kept as the example. A different kind stays separate, and the counts add up to failed."""
+    errs = ["connection closed mid-stream after 412 tokens (server closed the connection)",
+            "connection closed mid-stream after 415 tokens (server closed the connection)",
+            "cannot connect to 127.0.0.1:30000: ConnectionRefusedError: [Errno 111] Connection refused",
+            "connection closed mid-stream after 9 tokens (server closed the connection)"]
+    m = bs.level_metrics([RequestResult(prompt_len=5, error=e) for e in errs], 1.0)
+    assert m["errors"] == [{"error": errs[0], "count": 3}, {"error": errs[2], "count": 1}]
+    assert sum(e["count"] for e in m["errors"]) == m["failed"] == 4
+
+
 def test_level_metrics_rejects_zero_duration():
     with pytest.raises(ValueError, match="duration"):
         bs.level_metrics([], 0)
