@@ -245,6 +245,21 @@ def test_mtp_ab_refuses_missing_target(tmp_path):
     assert "sglang_target_concurrency=undefined" in proc.stdout
 
 
+@pytest.mark.parametrize("extra,expected", [
+    # SGLang caps a speculative server at 48 running requests when none is set: the MTP-on arm would queue at 64
+    ({"sglang_target_concurrency": 64}, "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests=unset"),
+    ({"sglang_target_concurrency": 16, "sglang_server_max_running_requests": 32},
+     "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests=32"),
+    ({"sglang_target_concurrency": 8, "sglang_benchmark_request_rates": [2.0]}, "sglang_benchmark_request_rates=[2.0] must be empty"),
+])
+def test_mtp_ab_plan_refuses_a_biased_sweep_before_serving(tmp_path, extra, expected):
+    proc = _playbook(tmp_path, "mtp_ab.yml", dict({"sglang_server_speculative_algorithm": "NEXTN"}, **extra))
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert expected in out, out[-3000:]
+    assert "PLAY [MTP A/B - plan]" in proc.stdout and "PLAY [Serve" not in proc.stdout   # stopped in the plan
+
+
 @pytest.mark.parametrize("backend", ["openai", "openai-chat"])
 def test_openai_backends_count_tokens_from_usage(sglang_sim, capsys, backend):
     srv = sglang_sim(OFF_ARGS, instant=True)
