@@ -307,7 +307,8 @@ def _decide(valid, target, min_gain, baseline_label, candidate_label):
     wins = sp > 1.0 + min_gain
     winner = candidate_label if wins else baseline_label
     reason = ("at concurrency %s the %s speedup of %s over %s is %.3f (%s); %s needs > %.3f to win, so %s"
-              % (_fmt(target), "output-throughput", candidate_label, baseline_label, sp, basis, candidate_label,
+              % (_fmt(int(target) if float(target).is_integer() else target), "output-throughput", candidate_label,
+                 baseline_label, sp, basis, candidate_label,
                  1.0 + min_gain, winner))
     return {"target": target, "speedup": sp, "basis": basis, "winner": winner, "winner_is_candidate": wins,
             "min_gain": min_gain, "reason": reason}

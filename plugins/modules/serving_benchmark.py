@@ -92,7 +92,7 @@ options:
     default: 1
   seed:
     description:
-      - Seed for prompt token ids, ranged lengths and Poisson gaps.
+      - Seed for prompt token ids, ranged lengths and Poisson gaps (>= 0).
       - Level number N (counting O(level_offset)) uses C(seed + N - 1), so every level sends different prompts and
         none is served from the prefix (radix) cache that an earlier level filled; the same seed and level number
         give the same prompts, so both arms of an A/B comparison send the same requests at each level.
@@ -324,6 +324,9 @@ def validate(params):
     for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset"):
         if params[name] < 0:
             errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (name, params[name]))
+    if params["seed"] < 0:
+        errs.append("seed=%r: must be >= 0; Python seeds -N and N alike, so a negative seed repeats the prompts of "
+                    "another level (radix-cache hits); use e.g. %d" % (params["seed"], abs(params["seed"])))
     for name in ("timeout", "stall_timeout"):
         if params[name] < 0:
             errs.append("%s=%r: must be >= 0 s (0 = no limit)" % (name, params[name]))

@@ -170,6 +170,46 @@ def _python_without_matplotlib():
     return None
 
 
+@pytest.mark.parametrize("extra", [{"sglang_benchmark_concurrency": "1,8"}, {"sglang_benchmark_concurrency": 8},
+                                   {"sglang_benchmark_seed": -1}])
+def test_benchmark_refuses_a_scalar_sweep_or_negative_seed(tmp_path, extra):
+    """-e key=value gives strings and numbers, not lists: refused with the variable and the JSON form, before any level."""
+    proc = _playbook(tmp_path, "benchmark.yml", dict({"sglang_benchmark_url": "http://127.0.0.1:9"}, **extra))
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "must be lists (a single number or a comma-separated string from -e key=value is not one)" in out, out[-3000:]
+    assert "sglang_benchmark_seed=%s must be an integer >= 0" % extra.get("sglang_benchmark_seed", 1) in out
+    assert "TASK [llmops.sglang.sglang_benchmark : Benchmark level" not in proc.stdout
+
+
+def test_delegated_benchmark_aims_at_the_gpu_host_not_the_load_host(sim_server_cls, tmp_path):
+    """delegate_to localhost with the default URL: the URL is resolved on the GPU host (its ansible_host), not in the
+    delegated task where ansible_host would be the load host's. Here the 'GPU host' is the simulator on 127.0.0.2."""
+    srv = sim_server_cls(args=OFF_ARGS, host="127.0.0.2", instant=True, log_path=str(tmp_path / "sim.log"))
+    try:
+        srv.wait_ready(timeout=30)
+        proc, rec = _delegated_run(srv, tmp_path)
+    finally:
+        srv.stop()
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert rec["url"] == "http://127.0.0.2:%d" % srv.port and rec["completed"] == 4   # max(1, 4 per slot x 1)
+
+
+def _delegated_run(srv, tmp_path):
+    inv = tmp_path / "hosts.ini"
+    # the host is named by its address and has no ansible_host, like sandbox hosts: in a task delegated to localhost,
+    # ansible_host is localhost's, so a URL templated there would point at the controller's own loopback
+    inv.write_text("[gpu_hosts]\n127.0.0.2 ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    extra = {"sglang_benchmark_delegate_to": "localhost", "sglang_server_port": srv.port, "sglang_benchmark_concurrency": [1],
+             "sglang_benchmark_num_prompts": 1, "sglang_benchmark_input_len": 8, "sglang_benchmark_output_len": 8,
+             "sglang_benchmark_report_dir": str(tmp_path / "reports"), "sglang_benchmark_run_id": "deleg", "sglang_benchmark_plots": False}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "benchmark.yml"),
+                           "-e", json.dumps(extra)], cwd=str(REPO), capture_output=True, text=True, timeout=300, check=False,
+                          env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"))
+    jsonl = tmp_path / "reports" / "127.0.0.2" / "deleg" / "results.jsonl"
+    return proc, (json.loads(jsonl.read_text().splitlines()[0]) if jsonl.exists() else {})
+
+
 def test_benchmark_without_matplotlib_stops_before_the_sweep(sglang_sim, tmp_path):
     srv = sglang_sim(OFF_ARGS, instant=True)
     py = _python_without_matplotlib()
@@ -247,10 +287,13 @@ def test_mtp_ab_refuses_missing_target(tmp_path):
 
 @pytest.mark.parametrize("extra,expected", [
     # SGLang caps a speculative server at 48 running requests when none is set: the MTP-on arm would queue at 64
-    ({"sglang_target_concurrency": 64}, "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests=unset"),
+    ({"sglang_target_concurrency": 64}, "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests is unset"),
     ({"sglang_target_concurrency": 16, "sglang_server_max_running_requests": 32},
-     "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests=32"),
+     "The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests=32: above that both arms queue"),
     ({"sglang_target_concurrency": 8, "sglang_benchmark_request_rates": [2.0]}, "sglang_benchmark_request_rates=[2.0] must be empty"),
+    ({"sglang_target_concurrency": 8, "sglang_benchmark_concurrency": "1,8"},
+     "sglang_benchmark_concurrency=1,8 must be a list of integers >= 1, given as JSON"),
+    ({"sglang_target_concurrency": 0}, "sglang_target_concurrency=0: set it to the concurrency the service really runs at"),
 ])
 def test_mtp_ab_plan_refuses_a_biased_sweep_before_serving(tmp_path, extra, expected):
     proc = _playbook(tmp_path, "mtp_ab.yml", dict({"sglang_server_speculative_algorithm": "NEXTN"}, **extra))

@@ -49,6 +49,7 @@ def test_decisions_at_1_and_64_and_interpolated_8():
     d8 = br.compare(OFF, ON, target=8)["decision"]
     assert d8["speedup"] == pytest.approx(1.054167, abs=1e-6)
     assert (d8["winner"], d8["basis"]) == ("mtp_on", "interpolated")
+    assert d8["reason"].startswith("at concurrency 8 the output-throughput speedup of mtp_on over mtp_off is 1.054 (interpolated)")
     # a 10 % minimum gain turns the same number into "keep MTP off"
     assert br.compare(OFF, ON, target=8, min_gain=0.10)["decision"]["winner"] == "mtp_off"
     d256 = br.compare(OFF, ON, target=256)["decision"]

@@ -140,6 +140,7 @@ def test_server_down_fails_before_load(capsys, mocker, fake_load):
     ({"output_len": 0}, "output_len=0: must be >= 1"),
     ({"url": "localhost:30000"}, "url 'localhost:30000' is not an http(s) URL"),
     ({"gates": {"max_failed_fraction": 3}}, "gates.max_failed_fraction=3.0: must be within [0, 1]"),
+    ({"seed": -3}, "seed=-3: must be >= 0; Python seeds -N and N alike"),
 ])
 def test_bad_options_fail_before_anything(capsys, fake_load, args, needle):
     out = run(capsys, args)
