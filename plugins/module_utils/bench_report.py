@@ -175,12 +175,7 @@ def check_gates(rec, gates):
 
     def below(metric, limit, unit):
         v = rec.get(metric)
-        if v is None and metric == "accept_length":
-            why = ("the %s backend does not report it (use the sglang backend, /generate, whose meta_info carries "
-                   "spec_verify_ct)" % rec.get("backend") if rec.get("backend") in ("openai", "openai-chat")
-                   else "no response carried spec_verify_ct: speculative decoding is off on this server")
-            out.append("%s: accept_length is not available, so the gate %s cannot pass: %s" % (where, _fmt(float(limit), 2), why))
-        elif v is None or v < limit:
+        if v is None or v < limit:
             out.append("%s: %s %s%s is below the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
 
     def above(metric, limit, unit):
@@ -194,7 +189,13 @@ def check_gates(rec, gates):
         above("p99_ttft_ms", gates["max_p99_ttft_ms"], " ms")
     if gates.get("max_p99_tpot_ms") is not None:
         above("p99_tpot_ms", gates["max_p99_tpot_ms"], " ms")
-    if gates.get("min_accept_length") is not None:
+    if gates.get("min_accept_length") is not None and rec.get("accept_length") is None:
+        why = ("the %s backend does not report it (use the sglang backend, /generate, whose meta_info carries "
+               "spec_verify_ct)" % rec.get("backend") if rec.get("backend") in ("openai", "openai-chat")
+               else "no response carried spec_verify_ct: speculative decoding is off on this server")
+        out.append("%s: accept_length is not available, so the gate %s cannot pass: %s"
+                   % (where, _fmt(float(gates["min_accept_length"]), 2), why))
+    elif gates.get("min_accept_length") is not None:
         below("accept_length", gates["min_accept_length"], "")
     if gates.get("max_failed_fraction") is not None:
         above("failed_fraction", gates["max_failed_fraction"], "")
@@ -278,12 +279,14 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
                 crossover["note"] = "%s wins at every measured level (up to %s)" % (candidate_label, _fmt(valid[-1]["level"]))
     decision = None
     if target is not None:
+        # the module passes a float (type=float); 64.0 means concurrency 64 in the reason text
+        target = int(target) if float(target).is_integer() else float(target)
         rates = sorted(set(_fmt(r["level"]) for r in rows if r["key"] != "max_concurrency"))
         if rates:
             raise ReportError("the decision is taken at a concurrency (target %s), but the runs swept request rates %s req/s "
                               "with no max_concurrency; sweep sglang_benchmark_concurrency instead (and leave "
                               "sglang_benchmark_request_rates empty)" % (_fmt(target), ", ".join(rates)))
-        decision = _decide(valid, float(target), min_gain, baseline_label, candidate_label)
+        decision = _decide(valid, target, min_gain, baseline_label, candidate_label)
     return {"levels": rows, "crossover": crossover, "decision": decision,
             "baseline_label": baseline_label, "candidate_label": candidate_label, "metric": "output_throughput"}
 
@@ -307,8 +310,7 @@ def _decide(valid, target, min_gain, baseline_label, candidate_label):
     wins = sp > 1.0 + min_gain
     winner = candidate_label if wins else baseline_label
     reason = ("at concurrency %s the %s speedup of %s over %s is %.3f (%s); %s needs > %.3f to win, so %s"
-              % (_fmt(int(target) if float(target).is_integer() else target), "output-throughput", candidate_label,
-                 baseline_label, sp, basis, candidate_label,
+              % (_fmt(target), "output-throughput", candidate_label, baseline_label, sp, basis, candidate_label,
                  1.0 + min_gain, winner))
     return {"target": target, "speedup": sp, "basis": basis, "winner": winner, "winner_is_candidate": wins,
             "min_gain": min_gain, "reason": reason}

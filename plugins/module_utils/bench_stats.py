@@ -221,8 +221,8 @@ def level_metrics(results, duration_s, max_errors=5):
     ``failed_fraction`` (0..1), ``errors`` (the first ``max_errors`` distinct kinds of error, each
     ``{"error": the first message of that kind, "count": requests}``; messages that differ only in
     their numbers, e.g. ``... after 412 tokens`` and ``... after 415 tokens``, are one kind, so the
-    counts add up to ``failed`` unless there are more kinds than ``max_errors``), ``max_itl_ms``, ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the
-    per-request decode speed; 0.0 without TPOT samples), ``accept_length`` and ``spec_verify_ct``.
+    counts add up to ``failed`` unless there are more kinds than ``max_errors``), ``max_itl_ms``,
+    ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the per-request decode speed; 0.0 without TPOT samples), ``accept_length`` and ``spec_verify_ct``.
 
     Raises ValueError when ``duration_s`` is not > 0.
     """

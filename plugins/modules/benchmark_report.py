@@ -339,8 +339,7 @@ def main():
     }
     if ab:
         content["ab_summary.json"] = (json.dumps(ab, indent=1, sort_keys=True) + "\n").encode("utf-8")
-        title = p["title"] if p["title"].rstrip().endswith("A/B") else p["title"] + ": A/B"
-        content["ab_summary.md"] = ("# %s\n\n%s\n" % (title, ab_md)).encode("utf-8")
+        content["ab_summary.md"] = ("# %s: A/B\n\n%s\n" % (p["title"], ab_md)).encode("utf-8")
     if p["plots"]:
         tmp = tempfile.mkdtemp(prefix="llmops-bench-plots-")
         try:
