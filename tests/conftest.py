@@ -3,12 +3,10 @@
 - Makes the collection importable as ``ansible_collections.llmops.sglang`` by linking this checkout
   at ``.collections/ansible_collections/llmops/sglang`` (the same link ansible.cfg uses) and
   putting ``.collections`` first on ``sys.path``.
-- Exposes the recorded real outputs in ``../shared/fixtures`` (override with ``LLMOPS_SHARED``);
-  tests read them from there, never from a private copy.
+- Exposes the recorded real outputs in ``tests/fixtures`` (see its README for where each came from).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,8 +14,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS_DIR = REPO_ROOT / ".collections"
-SHARED_DIR = Path(os.environ.get("LLMOPS_SHARED", REPO_ROOT.parent / "shared")).resolve()
-FIXTURES_DIR = SHARED_DIR / "fixtures"
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures"
 
 
 def _link_collection() -> None:
@@ -40,9 +37,7 @@ _link_collection()
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """``../shared/fixtures`` (read-only recorded real outputs)."""
-    if not FIXTURES_DIR.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES_DIR}; set LLMOPS_SHARED to the shared/ folder")
+    """``tests/fixtures`` (recorded real outputs; read-only by convention)."""
     return FIXTURES_DIR
 
 

@@ -4,7 +4,7 @@
 """Serving-benchmark metric maths, exactly as ``sglang.bench_serving`` computes them.
 
 Source of the definitions: ``python/sglang/bench_serving.py`` of SGLang 0.5.9, function
-``calculate_metrics`` (see ../shared/docs/SGLANG_FACTS.md section 5.1 and DESIGN.md "Benchmark
+``calculate_metrics`` (see docs/design/SGLANG_FACTS.md section 5.1 and DESIGN.md "Benchmark
 semantics"). Pure standard library (no numpy), so it runs inside AnsiballZ on any target Python >= 3.8.
 
 Units: every time in a :class:`RequestResult` is in **seconds** (``time.perf_counter`` deltas);

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parsers for NVIDIA driver outputs (one parser per format).
 
-Formats and their sources (all recorded from real hosts, see ``../shared/fixtures/nvidia``):
+Formats and their sources (all recorded from real hosts, see ``tests/fixtures/nvidia``):
 
 - ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` (R580, e.g. 580.95.05 and
   580.159.04): one line per GPU, fields joined by ``", "`` (comma + space), never quoted even when

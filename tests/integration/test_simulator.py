@@ -1,7 +1,7 @@
 """The SGLang simulator (a test double) against the formats of the recorded real outputs.
 
 Every parser here is written from SGLANG_FACTS.md sections 2-4 and the recorded fixtures in
-``../shared/fixtures/sglang`` (strict regexes, one per version and line kind), independently of the
+``tests/fixtures/sglang`` (strict regexes, one per version and line kind), independently of the
 simulator's own code. Expected numbers are worked out by hand in the comments.
 """
 from __future__ import annotations

@@ -17,8 +17,8 @@
 # Every step is keyed by a content hash of its inputs (a file next to the tarball, a label on the image);
 # unchanged inputs -> the step is skipped, so a cached run takes seconds. The last line printed is
 #   sandbox-build: changed=<0|1> targets=<...>
-# which playbooks/sandbox.yml uses for changed_when. Exit status non-zero on any failure, with the step named.
-# Environment: SANDBOX_CACHE (default <repo>/.cache/sandbox), LLMOPS_SHARED (default <repo>/../shared),
+# which tests/sandbox/sandbox.yml uses for changed_when. Exit status non-zero on any failure, with the step named.
+# Environment: SANDBOX_CACHE (default <repo>/.cache/sandbox), LLMOPS_FIXTURES (default <repo>/tests/fixtures),
 #              DEBIAN_MIRROR (default http://deb.debian.org/debian), CONTAINERS_CONF (default tests/sandbox/containers.conf),
 #              SANDBOX_IMAGE_PREFIX (default localhost/; for measure_build.sh only).
 set -euo pipefail
@@ -26,8 +26,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${SANDBOX_CACHE:-$ROOT/.cache/sandbox}"
-SHARED="${LLMOPS_SHARED:-$ROOT/../shared}"
-FIXTURES="$SHARED/fixtures"
+FIXTURES="${LLMOPS_FIXTURES:-$ROOT/tests/fixtures}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$HERE/containers.conf}"
 # Image name prefix; only tests/sandbox/measure_build.sh changes it (to time a cold build beside the real images).
@@ -67,7 +66,7 @@ check_tools() {
   done
   ((${#missing[@]} == 0)) || die "missing tools: ${missing[*]} (run scripts/bootstrap.sh, or apt-get install podman runc debootstrap gnupg apt-utils)"
   if [ ! -d "$FIXTURES/nvidia" ] || [ ! -d "$FIXTURES/host" ]; then
-    die "shared fixtures not found at $FIXTURES (set LLMOPS_SHARED to the shared/ folder)"
+    die "recorded fixtures not found at $FIXTURES (tests/fixtures of this repository)"
   fi
 }
 
@@ -574,7 +573,7 @@ build_sandbox_image() {  # $1 suite (bookworm|trixie)
   rm -rf "$ctx"; mkdir -p "$ctx/overlay/etc/containers" "$ctx/overlay/etc/default/grub.d" "$ctx/overlay/srv"
   cp "$HERE/containers.conf" "$ctx/overlay/etc/containers/containers.conf"
   cat > "$ctx/overlay/etc/containers/storage.conf" <<'EOF'
-# llmops sandbox host: the inner podman keeps its images on /var/lib/containers, which playbooks/sandbox.yml
+# llmops sandbox host: the inner podman keeps its images on /var/lib/containers, which tests/sandbox/sandbox.yml
 # mounts from a podman volume (overlay cannot stack on the container's own overlay root);
 # fuse-overlayfs is the fallback when no volume is mounted (molecule scenarios).
 [storage]
@@ -648,7 +647,7 @@ main() {
   if [ "${targets[0]}" = fixture-tree ]; then
     # writes the /opt/llmops-sandbox tree into a directory (for unit tests and for looking at it); no root needed
     [ "${#targets[@]}" = 2 ] || die "usage: build.sh fixture-tree DIR"
-    [ -d "$FIXTURES/host" ] || die "shared fixtures not found at $FIXTURES (set LLMOPS_SHARED to the shared/ folder)"
+    [ -d "$FIXTURES/host" ] || die "recorded fixtures not found at $FIXTURES (tests/fixtures of this repository)"
     make_fixture_tree "${targets[1]}"
     return 0
   fi

@@ -14,7 +14,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-SHARED="${LLMOPS_SHARED:-$ROOT/../shared}"
+FIXTURES="${LLMOPS_FIXTURES:-$ROOT/tests/fixtures}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$HERE/containers.conf}"
 SUITE="${1:-bookworm}"
 case "$SUITE" in bookworm) DISTRO=debian12 ;; trixie) DISTRO=debian13 ;; *) echo "verify: unknown suite $SUITE (bookworm|trixie)" >&2; exit 2 ;; esac
@@ -56,7 +56,7 @@ pass "apt-get update verified the signed stand-in repository ($list)"
 out="$(in_host "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-driver-pinning-580 nvidia-open nvidia-container-toolkit 2>&1")" \
   || fail "apt-get install nvidia-open: $out"
 got="$(in_host "nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,compute_cap,memory.total,uuid --format=csv,noheader,nounits")"
-[ "$got" = "$(cat "$SHARED/fixtures/nvidia/rtxpro6000-x4-query-gpu-noheader.csv")" ] || fail "nvidia-smi printed: $got"
+[ "$got" = "$(cat "$FIXTURES/nvidia/rtxpro6000-x4-query-gpu-noheader.csv")" ] || fail "nvidia-smi printed: $got"
 in_host "systemctl is-active --quiet nvidia-persistenced" || fail "nvidia-persistenced is not active"
 in_host "nvidia-ctk cdi list 2>/dev/null | grep -qx nvidia.com/gpu=all" || fail "no nvidia.com/gpu=all CDI device: $(in_host 'nvidia-ctk cdi list 2>&1')"
 pass "nvidia-open $(in_host "dpkg-query -W -f='\${Version}' nvidia-open"): stand-in nvidia-smi prints the recorded CSV, persistenced active, CDI nvidia.com/gpu=all"

@@ -1,7 +1,7 @@
 """STAND-IN for tests: nvidia-smi of the llmops.sglang sandbox hosts (no GPU, no driver).
 
 Prints the recorded real outputs of a 4x NVIDIA RTX PRO 6000 Blackwell Server Edition host
-(driver 580.95.05), copied at build time from ../shared/fixtures/nvidia/rtxpro6000-x4-* into
+(driver 580.95.05), copied at build time from tests/fixtures/nvidia/rtxpro6000-x4-* into
 /usr/share/nvidia-standin/ by tests/sandbox/build.sh (package nvidia-open / its driver deps).
 
 Supported command lines (anything else: the real "Invalid combination of input arguments" text, rc 2):

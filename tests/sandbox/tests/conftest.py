@@ -1,7 +1,7 @@
 """Fixtures for the sandbox's own tests (stand-in nvidia-smi / nvidia-ctk, fixture tree, stand-in apt repo).
 
 ``standin_data`` lays out, in a temporary directory, exactly what the stand-in package ``nvidia-smi`` installs
-under /usr/share/nvidia-standin (copied from ../shared/fixtures at test time, never into the repository).
+under /usr/share/nvidia-standin (copied from tests/fixtures at test time).
 """
 from __future__ import annotations
 

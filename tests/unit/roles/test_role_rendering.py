@@ -2,7 +2,7 @@
 
 Each test writes a small playbook that injects the recorded facts of a host (OS facts as Ansible
 reports them, GPU facts in the shape of llmops.sglang.gpu_facts with the values of the recorded
-outputs in ../shared/fixtures) through the test-only module library/recorded_facts.py, runs a role
+outputs in tests/fixtures) through the test-only module library/recorded_facts.py, runs a role
 task file on the controller (local connection, nothing outside tmp_path is touched) and reads what
 the role decided or rendered. Expected values are written out by hand from NVIDIA's repository layout
 (PLATFORM_FACTS.md §2), the kernel's parameter rules (§4) and the fixture files.

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""host_facts readers on every recorded file in ../shared/fixtures/host and on sysfs trees built here."""
+"""host_facts readers on every recorded file in tests/fixtures/host and on sysfs trees built here."""
 from __future__ import annotations
 
 import os

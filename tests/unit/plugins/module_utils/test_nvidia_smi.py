@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""nvidia_smi parsers on every recorded file in ../shared/fixtures/nvidia (values read off the files)."""
+"""nvidia_smi parsers on every recorded file in tests/fixtures/nvidia (values read off the files)."""
 from __future__ import annotations
 
 import pytest

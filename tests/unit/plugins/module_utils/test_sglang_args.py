@@ -1,6 +1,6 @@
 """Tests for plugins/module_utils/sglang_args.py, the one SGLang launch-argument renderer.
 
-Every expected argv / env below is written by hand from ../shared/docs/SGLANG_FACTS.md:
+Every expected argv / env below is written by hand from docs/design/SGLANG_FACTS.md:
 - §1.1/§0.2: --speculative-algorithm NEXTN with steps 1, topk 1, draft tokens 2 (topk 1 => draft = steps + 1)
 - §1.2: --mamba-scheduler-strategy up to 0.5.10, --mamba-radix-cache-strategy from 0.5.14 (old flag gone in 0.5.23)
 - §0.6: SGLANG_ENABLE_SPEC_V2=1 in 0.5.9/0.5.10, removed from 0.5.14 (always on)

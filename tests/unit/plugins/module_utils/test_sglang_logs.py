@@ -1,7 +1,7 @@
 """Tests of plugins/module_utils/sglang_logs.py.
 
 Two kinds of input:
-- the recorded logs in ../shared/fixtures/sglang/ (values asserted are read off the fixture text by hand);
+- the recorded logs in tests/fixtures/sglang/ (values asserted are read off the fixture text by hand);
 - synthetic lines written here from the templates in SGLANG_FACTS.md section 2.2/2.3/3 for every
   version 0.4.10 -> 0.5.23 and every prefix form.
 """

@@ -1,4 +1,4 @@
-"""SSE framing and SGLang chunk formats, on the recorded streams in ../shared/fixtures/sglang/*.sse."""
+"""SSE framing and SGLang chunk formats, on the recorded streams in tests/fixtures/sglang/*.sse."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """gpu_facts module tests: patch_module_args, mocked run_command, temporary sysfs/procfs/etc trees
-built from the recorded fixtures in ../shared/fixtures. Expected values are read off the fixture
+built from the recorded fixtures in tests/fixtures. Expected values are read off the fixture
 text by hand (see the comments), never copied from the module's output."""
 from __future__ import annotations
 
@@ -436,7 +436,7 @@ def test_header_and_units_answer(mocker, capsys, tmp_path, fixtures_dir):
 
 
 def test_every_recorded_fixture_is_used_here(fixtures_dir):
-    """Guard: each file of ../shared/fixtures/nvidia and ../shared/fixtures/host goes through gpu_facts in this file."""
+    """Guard: each file of tests/fixtures/nvidia and tests/fixtures/host goes through gpu_facts in this file."""
     source = open(__file__).read()
     names = sorted(p.name for d in ("nvidia", "host") for p in (fixtures_dir / d).iterdir() if p.is_file())
     assert len(names) >= 16
