@@ -1,5 +1,6 @@
 # llmops.sglang: the two commands of the README, and the stages they are made of.
-#   make site   - the main job: bootstrap, build/start the embedded sandbox, ansible-playbook site.yml
+#   make site   - the main job: bootstrap, build/start the embedded sandbox (tests/sandbox/sandbox.yml),
+#                 then the production flow ansible-playbook site.yml on it
 #   make test   - the whole test suite (lint, sanity, unit, simulator integration, sandbox e2e, molecule)
 SHELL := /bin/bash
 export CONTAINERS_CONF := $(CURDIR)/tests/sandbox/containers.conf
@@ -13,6 +14,7 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 site: bootstrap
+	ansible-playbook tests/sandbox/sandbox.yml
 	ansible-playbook site.yml
 
 test: bootstrap
@@ -34,5 +36,5 @@ e2e: bootstrap
 	pytest tests/sandbox_e2e
 
 clean:
-	-ansible-playbook playbooks/sandbox.yml -e sandbox_state=absent
+	-ansible-playbook tests/sandbox/sandbox.yml -e sandbox_state=absent
 	rm -rf .collections reports

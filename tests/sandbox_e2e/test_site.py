@@ -1,6 +1,7 @@
 """The main job end to end on the embedded sandbox: ``ansible-playbook site.yml``.
 
-Runs in order (module scope): a first full run (sandbox build/start, preflight, host, serve, verify,
+Runs in order (module scope): the sandbox brought up (``tests/sandbox/sandbox.yml``, as ``make site`` does;
+it is not part of site.yml), a first full run (preflight, host, serve, verify,
 benchmark, report), a second run that must change nothing, a ``--check --diff`` run that must change
 nothing, and a run with an inconsistent server description that must stop in preflight before any
 change, and last ``playbooks/mtp_ab.yml`` with the server managed (both arms, the decision at 64, the
@@ -24,6 +25,8 @@ HOST = "sglang-sbx-1"
 
 @pytest.fixture(scope="module")
 def first_run(sandbox_available):
+    sandbox = run_playbook("tests/sandbox/sandbox.yml")
+    assert sandbox.rc == 0, sandbox.output[-6000:]
     run = run_playbook("site.yml")
     assert run.rc == 0, run.output[-6000:]
     return run
