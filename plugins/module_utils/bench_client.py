@@ -35,6 +35,7 @@ import random
 import ssl
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils import arrivals
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
 from ansible_collections.llmops.sglang.plugins.module_utils.sse import SSEDecoder, generate_chunk_progress, parse_openai_chunk
 
@@ -70,12 +71,14 @@ class Target(object):
       stall_timeout_s (float): limit without any byte received, s (0 = none).
       validate_certs (bool): verify TLS certificates for https.
       headers (dict): extra request headers.
+      keep_text (bool): keep each request's output text in ``RequestResult.generated_text`` (for
+        ``output_details``; off by default, it costs memory and time per chunk on the OpenAI backends).
 
     Raises BenchError for an unusable URL or backend.
     """
 
     def __init__(self, url, backend="sglang", model="", api_key="", timeout_s=600.0, stall_timeout_s=60.0,
-                 validate_certs=True, headers=None):
+                 validate_certs=True, headers=None, keep_text=False):
         if backend not in BACKEND_PATHS:
             raise BenchError("backend %r is not supported; use one of %s" % (backend, ", ".join(sorted(BACKEND_PATHS))))
         scheme, sep, rest = (url or "").partition("://")
@@ -113,6 +116,7 @@ class Target(object):
                 ctx.verify_mode = ssl.CERT_NONE
             self.ssl = ctx
         self.headers = dict(headers or {})
+        self.keep_text = bool(keep_text)
 
     def head(self, body_len):
         """The HTTP/1.1 request head (bytes) for a POST with a JSON body of ``body_len`` bytes."""
@@ -405,6 +409,8 @@ class _Stream(asyncio.Protocol):
                 self.r.spec_verify_ct = svc
             if isinstance(meta.get("prompt_tokens"), int) and meta["prompt_tokens"] > 0:
                 self.r.prompt_len = meta["prompt_tokens"]
+            if self.t.keep_text and ch.text is not None:
+                self.r.generated_text = ch.text
 
     def _openai_event(self, payload, now):
         try:
@@ -419,6 +425,8 @@ class _Stream(asyncio.Protocol):
             self._fail("error chunk after %d chunks: %s" % (self.nchunks, ch.error), now)
             return
         if ch.text:
+            if self.t.keep_text:
+                self.r.generated_text += ch.text
             if self.r.ttft == 0.0:
                 self.r.ttft = now - self.start
             else:
@@ -551,14 +559,13 @@ class _Runner(object):
                 proto.check_deadline(now)
 
 
-async def _run(target, prompts, max_concurrency, request_rate, seed, abort_after, progress):
+async def _run(target, prompts, max_concurrency, offsets, abort_after, progress, start=None):
     runner = _Runner(target)
     # A whole wave of in-flight requests (at least 2) timing out in a row ends the run early: at concurrency 1
     # that is 2 x stall_timeout instead of abort_after x stall_timeout.
     timeout_abort = min(abort_after or 0, max(2, max_concurrency or len(prompts)))
     bodies = [request_body(target, p) for p in prompts]
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-    rng = random.Random(seed)
     results = [None] * len(prompts)
     wd = asyncio.ensure_future(runner.watchdog())
 
@@ -580,15 +587,19 @@ async def _run(target, prompts, max_concurrency, request_rate, seed, abort_after
         if progress is not None:
             progress(i, res)
 
-    start = time.perf_counter()
+    if start is None:
+        start = time.perf_counter()
     tasks = []
     try:
         for i in range(len(prompts)):
-            tasks.append(asyncio.ensure_future(limited(i)))
-            if request_rate and request_rate != float("inf") and i + 1 < len(prompts):
-                await asyncio.sleep(rng.expovariate(request_rate))
+            if offsets:
+                # absolute send times (start + offset): a late wake-up does not push the later arrivals back
+                delay = start + offsets[i] - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
             if runner.abort_reason:
                 break
+            tasks.append(asyncio.ensure_future(limited(i)))
         await asyncio.gather(*tasks)
         duration = time.perf_counter() - start
     finally:
@@ -603,7 +614,7 @@ async def _run(target, prompts, max_concurrency, request_rate, seed, abort_after
 
 
 def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warmup_prompts=None, seed=1,
-                  abort_after_failures=0, progress=None):
+                  abort_after_failures=0, progress=None, burstiness=1.0, arrival_offsets=None, start=None):
     """Send ``prompts`` to ``target`` and return ``(results, duration_s, warmup_results)``.
 
     Args:
@@ -613,6 +624,12 @@ def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warm
         ``--max-concurrency``); None or 0 = no limit.
       request_rate (float or None): Poisson arrivals at this many req/s (exponential gaps drawn
         from ``seed``); None, 0 or inf = all at once (bench_serving's default ``inf``).
+      burstiness (float): > 0; 1.0 = Poisson, else gamma gaps of the same mean rate and coefficient of
+        variation 1/sqrt(burstiness) (:mod:`arrivals`, vLLM ``--burstiness``). Needs a finite ``request_rate``.
+      arrival_offsets (list of float or None): explicit send offsets (s from the start of the run, one per
+        prompt, non-decreasing), e.g. :func:`arrivals.trace_offsets` of a trace; replaces the rate.
+      start (float or None): ``time.perf_counter()`` value the offsets count from (several client processes share
+        one; CLOCK_MONOTONIC is system-wide on Linux); None = when the measured run begins.
       warmup_prompts (list of Prompt or None): sent first, concurrently, and not counted.
       abort_after_failures (int): stop sending new requests after this many consecutive failures
         (0 = never), or earlier, after a whole wave of consecutive stalls/timeouts (max(2, max_concurrency)
@@ -628,14 +645,26 @@ def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warm
         raise BenchError("max_concurrency must be >= 1 (or empty for no limit), got %r" % (max_concurrency,))
     if request_rate is not None and request_rate < 0:
         raise BenchError("request_rate must be > 0 req/s (or empty/inf for all at once), got %r" % (request_rate,))
+    if arrival_offsets is not None:
+        if len(arrival_offsets) != len(prompts):
+            raise BenchError("arrival_offsets has %d entries for %d prompts; give one send offset (s) per prompt"
+                             % (len(arrival_offsets), len(prompts)))
+        offsets = list(arrival_offsets)
+    else:
+        try:
+            offsets = arrivals.offsets(len(prompts), request_rate, burstiness, seed)
+        except arrivals.ArrivalError as exc:
+            raise BenchError(str(exc))
+    if offsets and not any(offsets):
+        offsets = None    # all at once: no sleeping at all
     loop = asyncio.new_event_loop()
     try:
         warm = []
         if warmup_prompts:
-            warm, _d = loop.run_until_complete(_run(target, warmup_prompts, len(warmup_prompts), None, seed,
+            warm, _d = loop.run_until_complete(_run(target, warmup_prompts, len(warmup_prompts), None,
                                                     abort_after_failures, None))
         results, duration = loop.run_until_complete(
-            _run(target, prompts, max_concurrency, request_rate, seed, abort_after_failures, progress))
+            _run(target, prompts, max_concurrency, offsets, abort_after_failures, progress, start))
         return results, duration, warm
     finally:
         loop.close()

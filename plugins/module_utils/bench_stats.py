@@ -60,9 +60,16 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Extra keys this collection adds to each line (bench_serving 0.5.14+ names where one exists).
 EXTRA_KEYS = (
     "p95_e2e_latency_ms", "p90_ttft_ms", "p95_ttft_ms", "p90_tpot_ms", "p95_tpot_ms", "p90_itl_ms",
-    "max_itl_ms", "num_prompts", "failed", "failed_fraction", "errors", "decode_tok_s_per_request",
-    "accept_length_source", "spec_verify_ct", "warmup_requests", "seed",
+    "max_itl_ms", "num_prompts", "failed", "failed_fraction", "error_kinds", "decode_tok_s_per_request",
+    "accept_length_source", "spec_verify_ct", "warmup_requests", "seed", "cached_tokens",
+    "arrival", "burstiness", "trace_time_scale", "slo", "goodput", "goodput_completed", "goodput_fraction",
 )
+
+# bench_serving 0.5.9 ``--output-details`` keys, in its order (``result_details`` in ``benchmark``).
+DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+
+# SLO names of :func:`goodput` (ms), as vLLM's ``--goodput ttft:<ms> tpot:<ms> e2el:<ms>``.
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 
 
 class RequestResult(object):
@@ -80,13 +87,16 @@ class RequestResult(object):
       error (str): why the request failed ('' on success).
       spec_verify_ct (int or None): ``meta_info.spec_verify_ct`` of the final /generate chunk.
       status (int or None): HTTP status code, when one was received.
+      final_meta (dict or None): the ``meta_info`` of the finishing /generate chunk.
+      generated_text (str): the output text, kept only when the client was asked to (``Target.keep_text``).
     """
 
     __slots__ = ("success", "prompt_len", "output_len", "start_time", "ttft", "latency", "itl", "error",
-                 "spec_verify_ct", "status", "final_meta")
+                 "spec_verify_ct", "status", "final_meta",
+                 "generated_text")
 
     def __init__(self, prompt_len=0, output_len=0, success=False, start_time=0.0, ttft=0.0, latency=0.0,
-                 itl=None, error="", spec_verify_ct=None, status=None, final_meta=None):
+                 itl=None, error="", spec_verify_ct=None, status=None, final_meta=None, generated_text=""):
         self.success = success
         self.prompt_len = prompt_len
         self.output_len = output_len
@@ -98,6 +108,7 @@ class RequestResult(object):
         self.spec_verify_ct = spec_verify_ct
         self.status = status
         self.final_meta = final_meta
+        self.generated_text = generated_text
 
     def as_dict(self):
         """A JSON-serialisable dict of all fields (times in seconds)."""
@@ -212,19 +223,86 @@ def accept_length(results):
     return toks / float(verify), verify
 
 
-def level_metrics(results, duration_s, max_errors=5):
+def normalize_slo(slo):
+    """The SLO dict with only the thresholds that are set: ``{name: ms}`` for names in :data:`SLO_KEYS`.
+
+    Raises ValueError naming the key for an unknown name or a threshold that is not a number > 0 ms.
+    """
+    out = {}
+    for k, v in (slo or {}).items():
+        if v is None:
+            continue
+        if k not in SLO_KEYS:
+            raise ValueError("unknown SLO %r; supported SLOs (ms): %s" % (k, ", ".join(SLO_KEYS)))
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or math.isinf(v):
+            raise ValueError("SLO %s=%r must be a number > 0 (ms); e.g. ttft_ms: 500" % (k, v))
+        out[k] = float(v)
+    return out
+
+
+def meets_slo(result, slo):
+    """True when a completed request meets every threshold of ``slo`` (``{name: ms}``, see :func:`normalize_slo`).
+
+    vLLM ``benchmark_serving`` ``--goodput`` semantics: a value equal to its threshold meets it; a request
+    with one output token has TPOT 0 (it meets any TPOT SLO). A failed request never meets the SLOs.
+    """
+    if not result.success:
+        return False
+    t = tpot(result)
+    values = {"ttft_ms": result.ttft * 1000.0, "tpot_ms": (t or 0.0) * 1000.0, "e2e_latency_ms": result.latency * 1000.0}
+    for k, limit in slo.items():
+        if values[k] > limit:
+            return False
+    return True
+
+
+def goodput(results, duration_s, slo):
+    """``(goodput req/s, good requests)``: completed requests meeting every SLO, per second of the run.
+
+    As vLLM's ``--goodput`` and aiperf's ``--goodput``: good / ``duration_s`` (s). ``slo`` as
+    :func:`normalize_slo` returns. Raises ValueError when ``duration_s`` is not > 0.
+    """
+    if not duration_s or duration_s <= 0:
+        raise ValueError("benchmark duration must be > 0 s, got %r" % (duration_s,))
+    good = sum(1 for r in results if meets_slo(r, slo))
+    return good / duration_s, good
+
+
+def output_details(results):
+    """Per-request lists under bench_serving 0.5.9's ``--output-details`` keys (:data:`DETAIL_KEYS`).
+
+    As bench_serving builds them: ``input_lens`` (prompt tokens, every request), ``output_lens`` (output
+    tokens of the *completed* requests only, so it is shorter when some failed), ``ttfts`` (s, 0.0 when no
+    token came), ``itls`` (per request, list of s), ``generated_texts`` (the output text when the client kept
+    it, else ''), ``errors`` (per request, '' on success).
+    """
+    return {
+        "input_lens": [r.prompt_len for r in results],
+        "output_lens": [r.output_len for r in results if r.success],
+        "ttfts": [r.ttft for r in results],
+        "itls": [list(r.itl) for r in results],
+        "generated_texts": [r.generated_text or "" for r in results],
+        "errors": [r.error or "" for r in results],
+    }
+
+
+def level_metrics(results, duration_s, max_errors=5, slo=None):
     """Compute one level's metrics from its :class:`RequestResult` list and duration (s).
 
     Returns a dict with every numeric bench_serving 0.5.9 JSONL key (``completed`` ...
     ``max_concurrent_requests``; configuration keys such as ``backend`` are added by the caller),
     the 0.5.14+ p90/p95 keys, and this collection's extras: ``failed`` (count),
-    ``failed_fraction`` (0..1), ``errors`` (the first ``max_errors`` distinct kinds of error, each
+    ``failed_fraction`` (0..1), ``error_kinds`` (the first ``max_errors`` distinct kinds of error, each
     ``{"error": the first message of that kind, "count": requests}``; messages that differ only in
     their numbers, e.g. ``... after 412 tokens`` and ``... after 415 tokens``, are one kind, so the
     counts add up to ``failed`` unless there are more kinds than ``max_errors``), ``max_itl_ms``,
-    ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the per-request decode speed; 0.0 without TPOT samples), ``accept_length`` and ``spec_verify_ct``.
+    ``decode_tok_s_per_request`` (1000 / median TPOT in ms, the per-request decode speed; 0.0 without TPOT samples), ``accept_length`` and ``spec_verify_ct``,
+    ``cached_tokens`` (Σ ``meta_info.cached_tokens`` of the completed requests, SGLang's prefix-cache hits; None when no
+    response carried it), and with ``slo`` (``{ttft_ms, tpot_ms, e2e_latency_ms}``, ms, None = not set) ``slo`` (the
+    thresholds set), ``goodput`` (req/s meeting all of them, see :func:`goodput`), ``goodput_completed`` and
+    ``goodput_fraction`` (good / all requests); all None without an SLO.
 
-    Raises ValueError when ``duration_s`` is not > 0.
+    Raises ValueError when ``duration_s`` is not > 0 or an SLO is invalid.
     """
     if not duration_s or duration_s <= 0:
         raise ValueError("benchmark duration must be > 0 s, got %r" % (duration_s,))
@@ -253,6 +331,9 @@ def level_metrics(results, duration_s, max_errors=5):
                 err_order.append((kind, msg))
             err_counts[kind] += 1
     failed = len(results) - completed
+    slo = normalize_slo(slo)
+    cached = [r.final_meta.get("cached_tokens") for r in results if r.success and r.final_meta]
+    cached = [c for c in cached if isinstance(c, int) and not isinstance(c, bool)]
     acc, verify_ct = accept_length(results)
     peak_tok, peak_conc = peak_rates(results)
     ms = 1000.0
@@ -301,7 +382,12 @@ def level_metrics(results, duration_s, max_errors=5):
         "max_concurrent_requests": peak_conc,
         "failed": failed,
         "failed_fraction": (failed / float(len(results))) if results else 0.0,
-        "errors": [{"error": m, "count": err_counts[k]} for k, m in err_order[:max_errors]],
+        "error_kinds": [{"error": m, "count": err_counts[k]} for k, m in err_order[:max_errors]],
         "decode_tok_s_per_request": (1000.0 / med_tpot_ms) if med_tpot_ms > 0 else 0.0,
+        "cached_tokens": sum(cached) if cached else None,
+        "slo": slo or None, "goodput": None, "goodput_completed": None, "goodput_fraction": None,
     }
+    if slo:
+        gp, good = goodput(results, duration_s, slo)
+        out.update(goodput=gp, goodput_completed=good, goodput_fraction=(good / float(len(results))) if results else 0.0)
     return out

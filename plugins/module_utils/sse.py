@@ -135,16 +135,18 @@ class GenerateChunk(object):
       error (str): an error message ('' when none): an ``{"error": ...}`` chunk or an ``abort`` finish.
       meta (dict or None): the full ``meta_info`` of a finished chunk (parsed once), else None.
       done (bool): the ``[DONE]`` terminator.
+      text (str or None): the cumulative ``text`` of a finished chunk (the whole output), else None.
     """
 
-    __slots__ = ("completion_tokens", "finished", "error", "meta", "done")
+    __slots__ = ("completion_tokens", "finished", "error", "meta", "done", "text")
 
-    def __init__(self, completion_tokens=None, finished=False, error="", meta=None, done=False):
+    def __init__(self, completion_tokens=None, finished=False, error="", meta=None, done=False, text=None):
         self.completion_tokens = completion_tokens
         self.finished = finished
         self.error = error
         self.meta = meta
         self.done = done
+        self.text = text
 
 
 def _error_text(err):
@@ -190,8 +192,9 @@ def generate_chunk_progress(payload):
     err = ""
     if isinstance(fin, dict) and fin.get("type") == "abort":
         err = "request aborted by the server: %s" % (fin.get("message") or json.dumps(fin, sort_keys=True))
+    text = data.get("text") if fin is not None else None
     return GenerateChunk(completion_tokens=meta.get("completion_tokens"), finished=fin is not None,
-                         error=err, meta=meta if fin is not None else None)
+                         error=err, meta=meta if fin is not None else None, text=text if isinstance(text, str) else None)
 
 
 class OpenAIChunk(object):

@@ -255,7 +255,7 @@ def summary_md(title, host, run_id, records, ab_md=None):
                     ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
                                                               spec.get("num_draft_tokens"))) if spec.get("algorithm") else "off"))
     lines += ["", markdown_table(records), ""]
-    errs = [(r.get("level"), e) for r in records for e in (r.get("errors") or [])]
+    errs = [(r.get("level"), e) for r in records for e in (r.get("error_kinds") or [])]
     if errs:
         lines.append("## Failed requests")
         lines.append("")

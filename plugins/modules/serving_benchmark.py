@@ -387,7 +387,7 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
                           meta={"level": level_no, "label": params["label"], "run_id": params["run_id"],
                                 "url": params["url"], "speculative": speculative, "started_at": started})
         records.append(rec)
-        for e in metrics["errors"]:
+        for e in metrics["error_kinds"]:
             if len(first_errors) < 5:
                 first_errors.append({"level": level_no, "error": e["error"], "count": e["count"]})
         if module_log is not None:

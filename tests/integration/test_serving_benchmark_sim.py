@@ -45,7 +45,7 @@ def level(url, conc, n, out_len, in_len=64, warm=1):
     res, dur, _w = bc.run_benchmark(t, bc.make_prompts(n, in_len, out_len, seed=1), max_concurrency=conc,
                                     warmup_prompts=bc.make_prompts(warm, in_len, 8, seed=2) if warm else None)
     m = bs.level_metrics(res, dur)
-    assert m["failed"] == 0, m["errors"]
+    assert m["failed"] == 0, m["error_kinds"]
     return br.make_record(m, {"backend": "sglang", "max_concurrency": conc, "request_rate": None})
 
 

@@ -57,7 +57,7 @@ def test_level_metrics_hand_computed():
     assert m["completed"] == 2
     assert m["failed"] == 1
     assert m["failed_fraction"] == pytest.approx(1 / 3)
-    assert m["errors"] == [{"error": "HTTP 500 from /generate: boom", "count": 1}]
+    assert m["error_kinds"] == [{"error": "HTTP 500 from /generate: boom", "count": 1}]
     assert m["total_input_tokens"] == 150            # failed request's prompt not counted
     assert m["total_output_tokens"] == 9
     assert m["request_throughput"] == pytest.approx(1.0)
@@ -100,7 +100,7 @@ def test_level_metrics_all_failed_gives_zeros_not_errors():
     m = bs.level_metrics([RequestResult(prompt_len=5, error="cannot connect")] * 2, 0.5)
     assert m["completed"] == 0
     assert m["failed"] == 2
-    assert m["errors"] == [{"error": "cannot connect", "count": 2}]
+    assert m["error_kinds"] == [{"error": "cannot connect", "count": 2}]
     assert m["output_throughput"] == 0.0
     assert m["mean_ttft_ms"] == 0.0
     assert m["accept_length"] is None
@@ -115,8 +115,8 @@ def test_errors_are_grouped_by_kind_ignoring_numbers():
             "cannot connect to 127.0.0.1:30000: ConnectionRefusedError: [Errno 111] Connection refused",
             "connection closed mid-stream after 9 tokens (server closed the connection)"]
     m = bs.level_metrics([RequestResult(prompt_len=5, error=e) for e in errs], 1.0)
-    assert m["errors"] == [{"error": errs[0], "count": 3}, {"error": errs[2], "count": 1}]
-    assert sum(e["count"] for e in m["errors"]) == m["failed"] == 4
+    assert m["error_kinds"] == [{"error": errs[0], "count": 3}, {"error": errs[2], "count": 1}]
+    assert sum(e["count"] for e in m["error_kinds"]) == m["failed"] == 4
 
 
 def test_level_metrics_rejects_zero_duration():

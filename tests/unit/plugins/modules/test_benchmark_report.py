@@ -22,7 +22,7 @@ def _rec(level, conc, out_tps, tpot_ms, accept=None):
     return {"level": level, "max_concurrency": conc, "request_rate": None, "backend": "sglang", "completed": 8, "failed": 0,
             "output_throughput": out_tps, "decode_tok_s_per_request": 1000.0 / tpot_ms, "median_tpot_ms": tpot_ms,
             "p90_tpot_ms": tpot_ms * 1.1, "p99_tpot_ms": tpot_ms * 1.2, "median_ttft_ms": 40.0, "p90_ttft_ms": 50.0,
-            "p99_ttft_ms": 60.0, "accept_length": accept, "errors": [], "random_input_len": 1000, "random_output_len": 1000}
+            "p99_ttft_ms": 60.0, "accept_length": accept, "error_kinds": [], "random_input_len": 1000, "random_output_len": 1000}
 
 
 OFF = [_rec(1, 1, 110.0, 9.09), _rec(2, 4, 400.0, 10.0), _rec(3, 16, 1200.0, 13.3), _rec(4, 64, 3000.0, 21.3)]
