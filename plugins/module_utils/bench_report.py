@@ -33,7 +33,8 @@ CONFIG_KEYS = ("tag", "backend", "dataset_name", "request_rate", "max_concurrenc
                "random_input_len", "random_output_len", "random_range_ratio", "server_info")
 META_KEYS = ("level", "label", "run_id", "host", "started_at", "url", "speculative")
 
-GATE_KEYS = ("min_output_throughput", "max_p99_ttft_ms", "max_p99_tpot_ms", "min_accept_length", "max_failed_fraction")
+GATE_KEYS = ("min_output_throughput", "max_p99_ttft_ms", "max_p99_tpot_ms", "min_accept_length", "max_failed_fraction",
+             "min_goodput", "min_goodput_fraction")
 
 
 class ReportError(Exception):
@@ -76,12 +77,25 @@ def make_record(metrics, config, server_info=None, meta=None):
     return rec
 
 
-def jsonl_line(rec):
-    """One results.jsonl line for ``rec``: JSON, with an unlimited ``request_rate`` (None) written as
-    ``Infinity`` exactly as bench_serving's ``json.dumps(float("inf"))`` does."""
-    if rec.get("request_rate") is None and "request_rate" in rec:
+def jsonl_line(rec, details=None):
+    """One results.jsonl / ``output_file`` line for ``rec``, with bench_serving 0.5.9's values.
+
+    An unlimited ``request_rate`` (None) is written ``Infinity``, exactly as bench_serving's
+    ``json.dumps(float("inf"))`` does, and a trace replay (``arrival`` ``trace``) writes ``"trace"``, as
+    bench_serving does with ``--use-trace-timestamps``; an empty ``tag`` is ``null`` (bench_serving's
+    ``--tag`` default None). ``details`` (dict, :func:`bench_stats.output_details`) is appended after the
+    record's keys, as ``--output-details`` does (``result | result_details``).
+    """
+    if "request_rate" in rec or "tag" in rec or details:
         rec = dict(rec)
-        rec["request_rate"] = float("inf")
+        if rec.get("arrival") == "trace" and "request_rate" in rec:
+            rec["request_rate"] = "trace"
+        elif rec.get("request_rate") is None and "request_rate" in rec:
+            rec["request_rate"] = float("inf")
+        if "tag" in rec and not rec["tag"]:
+            rec["tag"] = None
+        for k, v in (details or {}).items():
+            rec[k] = v
     return json.dumps(rec)
 
 
@@ -91,13 +105,14 @@ def level_key(rec):
     if mc:
         return ("max_concurrency", int(mc))
     rate = rec.get("request_rate")
-    if rate is None or (isinstance(rate, float) and math.isinf(rate)):
+    if rate is None or isinstance(rate, str) or (isinstance(rate, float) and math.isinf(rate)):
+        # None/Infinity: all at once; "trace" (a replayed trace, bench_serving's value) has no rate either
         return ("request_rate", float("inf"))
     return ("request_rate", float(rate))
 
 
 def _rate_display(rate):
-    if rate is None or (isinstance(rate, float) and math.isinf(rate)):
+    if rate is None or isinstance(rate, str) or (isinstance(rate, float) and math.isinf(rate)):
         return None
     return rate
 
@@ -108,7 +123,7 @@ SUMMARY_FIELDS = (
     ("decode_tok_s_per_request", "decode_tok_s_per_req"), ("median_ttft_ms", "median_ttft_ms"),
     ("p99_ttft_ms", "p99_ttft_ms"), ("median_tpot_ms", "median_tpot_ms"), ("p99_tpot_ms", "p99_tpot_ms"),
     ("median_itl_ms", "median_itl_ms"), ("median_e2e_latency_ms", "median_e2e_ms"), ("concurrency", "measured_concurrency"),
-    ("accept_length", "accept_length"), ("duration", "duration_s"),
+    ("accept_length", "accept_length"), ("duration", "duration_s"), ("goodput", "goodput_req_s"),
 )
 
 
@@ -163,8 +178,10 @@ def check_gates(rec, gates):
 
     ``gates`` keys (None/absent = not checked): ``min_output_throughput`` (tok/s),
     ``max_p99_ttft_ms`` (ms), ``max_p99_tpot_ms`` (ms), ``min_accept_length``,
-    ``max_failed_fraction`` (0..1). ``min_accept_length`` fails a level that reported no accept
-    length (speculative decoding off or not visible). Raises ReportError for an unknown gate key.
+    ``max_failed_fraction`` (0..1), ``min_goodput`` (req/s meeting the SLOs) and ``min_goodput_fraction``
+    (0..1 of the level's requests). ``min_accept_length`` fails a level that reported no accept
+    length (speculative decoding off or not visible); the goodput gates fail a level measured without an SLO.
+    Raises ReportError for an unknown gate key.
     """
     gates = gates or {}
     unknown = sorted(set(k for k, v in gates.items() if v is not None) - set(GATE_KEYS))
@@ -199,6 +216,14 @@ def check_gates(rec, gates):
         below("accept_length", gates["min_accept_length"], "")
     if gates.get("max_failed_fraction") is not None:
         above("failed_fraction", gates["max_failed_fraction"], "")
+    for gate, metric, unit in (("min_goodput", "goodput", " req/s"), ("min_goodput_fraction", "goodput_fraction", "")):
+        if gates.get(gate) is None:
+            continue
+        if rec.get(metric) is None:
+            out.append("%s: %s is not available, so the gate %s cannot pass: the level was measured without an SLO "
+                       "(set slo.ttft_ms and/or slo.tpot_ms)" % (where, metric, _fmt(float(gates[gate]), 2)))
+        else:
+            below(metric, gates[gate], unit)
     return out
 
 

@@ -85,6 +85,92 @@ options:
     type: list
     elements: float
     default: []
+  burstiness:
+    description:
+      - Shape of the arrival process at each O(request_rate) level (vLLM C(--burstiness)). C(1.0) is Poisson
+        (exponential gaps). Other values draw gamma gaps with shape C(burstiness) and scale
+        C(1 / (request_rate * burstiness)). The mean rate stays O(request_rate); the coefficient of variation of the
+        gaps is C(1 / sqrt(burstiness)). Below 1 the traffic comes in bursts; above 1 it is more regular.
+      - Needs O(request_rate) levels. SGLang 0.5.9 bench_serving has only the Poisson case.
+    type: float
+    default: 1.0
+  trace:
+    description:
+      - A request trace to replay, as Mooncake JSONL text, one request per line with C(timestamp) (ms),
+        C(input_length), C(output_length) and C(hash_ids). This is the format of C(bench_serving --dataset-name mooncake)
+        and aiperf C(mooncake_trace). Read it on the controller, for example with
+        C(lookup('ansible.builtin.file', 'trace.jsonl')); the role does this for C(sglang_benchmark_trace_file).
+      - Every line is one measured request, sent at its timestamp (scaled by O(trace_time_scale)) after the start of the
+        level, with exactly C(input_length) prompt tokens and C(output_length) output tokens. Requests that share
+        leading C(hash_ids) share exactly those prompt blocks of O(trace_block_size) tokens, so the server's prefix
+        cache sees the reuse the trace recorded.
+      - O(num_prompts), O(input_len), O(range_ratio) and O(request_rate) do not apply; O(max_concurrency) levels still
+        cap the requests in flight. Records say C(dataset_name=mooncake), C(arrival=trace), and O(output_file) writes
+        C(request_rate) as C("trace"), as bench_serving does.
+    type: str
+  trace_time_scale:
+    description: Multiplies the trace's time offsets (bench_serving C(--mooncake-slowdown-factor)); C(2.0) replays at half
+      speed, C(0.5) at double speed.
+    type: float
+    default: 1.0
+  trace_block_size:
+    description: Tokens per C(hash_ids) block of the trace. The Mooncake traces use 512.
+    type: int
+    default: 512
+  shared_prefix:
+    description:
+      - The generated-shared-prefix workload of C(bench_serving --dataset-name generated-shared-prefix). The requests
+        come in O(shared_prefix.num_groups) groups. Each group has one system prompt of
+        O(shared_prefix.system_prompt_len) tokens, and each request adds its own question of
+        O(shared_prefix.question_len) tokens. The requests are shuffled.
+      - Each level sends C(num_groups * prompts_per_group) requests (O(num_prompts) does not apply), with O(output_len)
+        output tokens and O(range_ratio) applied to all three lengths, as C(--gsp-range-ratio).
+      - Levels after the first reuse the first level's system prompts (the same seed), so they measure a warm prefix
+        cache, as a service with fixed system prompts runs.
+    type: dict
+    suboptions:
+      num_groups:
+        description: Number of distinct system prompts (C(--gsp-num-groups)).
+        type: int
+        required: true
+      prompts_per_group:
+        description: Requests per system prompt (C(--gsp-prompts-per-group)).
+        type: int
+        required: true
+      system_prompt_len:
+        description: System-prompt tokens (C(--gsp-system-prompt-len)).
+        type: int
+        required: true
+      question_len:
+        description: Question tokens after the system prompt (C(--gsp-question-len)).
+        type: int
+        required: true
+  slo:
+    description:
+      - Service-level objectives for goodput, in ms (vLLM and aiperf C(--goodput)). A completed request is good when
+        every set threshold holds (value <= threshold). A request with one output token has TPOT 0.
+      - Each record then has C(goodput) (good requests / duration, req/s), C(goodput_completed) and
+        C(goodput_fraction) (good / all requests of the level).
+    type: dict
+    default: {}
+    suboptions:
+      ttft_ms:
+        description: Maximum TTFT, ms.
+        type: float
+      tpot_ms:
+        description: Maximum TPOT, ms.
+        type: float
+      e2e_latency_ms:
+        description: Maximum E2E latency, ms.
+        type: float
+  client_processes:
+    description:
+      - Client processes that share each level's load. C(1) is one asyncio process (about 77k output tok/s of capacity
+        on one core). More are forked on the host that runs the module, Linux only.
+      - Requests are dealt round-robin with their planned send times. C(max_concurrency) is split between the processes.
+        The per-request records are merged before the metrics, so the figures are those of one client.
+    type: int
+    default: 1
   warmup_requests:
     description: Requests sent before each level and not counted (bench_serving C(--warmup-requests)); they use
       O(input_len) and at most 32 output tokens.
@@ -142,8 +228,14 @@ options:
         description: Maximum fraction of failed requests (0..1). Default 0, any failure fails the task.
         type: float
         default: 0.0
+      min_goodput:
+        description: Minimum goodput, req/s meeting O(slo) (a level measured without an SLO fails this gate).
+        type: float
+      min_goodput_fraction:
+        description: Minimum fraction (0..1) of the level's requests that meet O(slo).
+        type: float
   tag:
-    description: bench_serving's C(tag) written in each record.
+    description: bench_serving's C(tag) written in each record; empty writes C(null), as bench_serving without C(--tag).
     type: str
     default: ""
   label:
@@ -160,9 +252,20 @@ options:
     type: int
     default: 0
   output_file:
-    description: When set, records are appended to this JSONL file on the host that runs the module (bench_serving
-      C(--output-file) semantics).
+    description:
+      - When set, records are appended to this JSONL file on the host that runs the module (bench_serving
+        C(--output-file) semantics). The values are bench_serving's. An unlimited C(request_rate) is written
+        C(Infinity), a replayed trace C("trace"), and an empty C(tag) C(null).
     type: path
+  output_details:
+    description:
+      - Also write each level's per-request lists into its O(output_file) line, under bench_serving's
+        C(--output-details) keys. C(input_lens) has the prompt tokens of every request. C(output_lens) has the output
+        tokens of the completed requests only. C(ttfts) (s) and C(itls) (s, one list per request) follow,
+        then C(generated_texts) and C(errors) (one string per request, empty on success).
+      - Needs O(output_file). The lists are not returned in C(records).
+    type: bool
+    default: false
   validate_certs:
     description: Verify TLS certificates for https URLs.
     type: bool
@@ -198,6 +301,31 @@ EXAMPLES = r"""
       max_p99_tpot_ms: 50
   register: bench
 
+- name: Replay the service's own Mooncake-format trace at half speed, with goodput under a 500 ms TTFT / 50 ms TPOT SLO
+  llmops.sglang.serving_benchmark:
+    url: http://127.0.0.1:30000
+    trace: "{{ lookup('ansible.builtin.file', 'traces/prod-2026-11.jsonl') }}"
+    trace_time_scale: 2.0
+    max_concurrency: []
+    slo:
+      ttft_ms: 500
+      tpot_ms: 50
+    gates:
+      min_goodput_fraction: 0.95
+
+- name: Shared system prompts (8 groups x 32 requests, 2048-token system prompt), bursty arrivals, two client processes
+  llmops.sglang.serving_benchmark:
+    shared_prefix:
+      num_groups: 8
+      prompts_per_group: 32
+      system_prompt_len: 2048
+      question_len: 128
+    output_len: 256
+    max_concurrency: []
+    request_rate: [4, 16]
+    burstiness: 0.5
+    client_processes: 2
+
 - name: OpenAI-compatible endpoint of another engine, Poisson arrivals at 2 and 8 req/s, from the controller
   llmops.sglang.serving_benchmark:
     url: "http://{{ inventory_hostname }}:8000"
@@ -219,9 +347,15 @@ records:
       C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this level's),
       C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(seed) (this level's prompt seed), C(level), C(label),
       C(run_id), C(url), C(speculative) and C(started_at). Also returned when the task fails.
+    - C(error_kinds) lists the first distinct errors with their counts, C([{error, count}]). The key C(errors) is left to
+      bench_serving's per-request list (O(output_details)).
+    - "Traffic and SLO keys: C(dataset_name) (C(random-ids), C(generated-shared-prefix) or C(mooncake)); C(arrival)
+      (C(all-at-once), C(poisson), C(gamma) or C(trace)); C(burstiness); C(trace_time_scale); C(cached_tokens) (sum of
+      C(meta_info.cached_tokens), the server's prefix-cache hits, null when not reported); C(slo) (the thresholds, ms);
+      C(goodput) (req/s); C(goodput_completed); C(goodput_fraction). The goodput keys are null without O(slo)."
     - "Units, as in bench_serving: C(duration) s; C(*_ms) ms; C(request_throughput) req/s; C(input_throughput),
       C(output_throughput), C(total_throughput), C(max_output_tokens_per_s) and C(decode_tok_s_per_request) tok/s;
-      C(request_rate) req/s (null = all at once); C(concurrency) = sum of E2E latencies / duration (mean requests
+      C(request_rate) req/s (null = all at once or a trace); C(concurrency) = sum of E2E latencies / duration (mean requests
       in flight); C(total_*_tokens) tokens; C(accept_length) tokens per verify step."
   returned: always
   type: list
@@ -229,7 +363,7 @@ records:
 summary:
   description: Compact per-level rows (level, concurrency, request_rate in req/s, completed, failed, output_tok_s
     in tok/s, decode_tok_s_per_req in tok/s, median/p99 TTFT and TPOT in ms, median ITL in ms, median E2E in ms,
-    measured concurrency, accept_length, duration_s in s).
+    measured concurrency, accept_length, duration_s in s, goodput_req_s in req/s or null).
   returned: always
   type: list
   elements: dict
@@ -279,11 +413,11 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, bench_client, bench_multi, shared_prefix, traces
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
-    ReportError, check_gates, make_record, markdown_table, summary_rows,
+    ReportError, check_gates, jsonl_line, make_record, markdown_table, summary_rows,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics, normalize_slo, output_details
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
 
 SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_num_steps"),
@@ -291,15 +425,25 @@ SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_
              ("draft_model_path", "speculative_draft_model_path"))
 
 
-def plan_levels(params):
-    """The sweep: every max_concurrency level crossed with every request_rate level, with its num_prompts."""
+def plan_levels(params, trace_records=None):
+    """The sweep: every max_concurrency level crossed with every request_rate level, with its num_prompts.
+
+    A trace (``trace_records``) fixes each level's requests (every trace line) and arrivals, so it has no rate levels;
+    ``shared_prefix`` fixes the number of requests (groups x prompts per group)."""
     concs = params["max_concurrency"] or [None]
     rates = params["request_rate"] or [None]
+    if trace_records is not None:
+        rates = [None]
+    gsp = params.get("shared_prefix")
     levels = []
     for mc in concs:
         for rate in rates:
             n = params["num_prompts"]
-            if mc and params["prompts_per_concurrency"] > 0:
+            if trace_records is not None:
+                n = len(trace_records)
+            elif gsp:
+                n = gsp["num_groups"] * gsp["prompts_per_group"]
+            elif mc and params["prompts_per_concurrency"] > 0:
                 n = max(n, params["prompts_per_concurrency"] * mc)
             levels.append({"max_concurrency": mc, "request_rate": rate, "num_prompts": n})
     return levels
@@ -335,7 +479,76 @@ def validate(params):
     if ff is not None and not 0.0 <= ff <= 1.0:
         errs.append("gates.max_failed_fraction=%r: must be within [0, 1] (a fraction of the level's requests); "
                     "e.g. 0.05 tolerates 5 %% failed requests" % ff)
+    gf = gates.get("min_goodput_fraction")
+    if gf is not None and not 0.0 <= gf <= 1.0:
+        errs.append("gates.min_goodput_fraction=%r: must be within [0, 1] (a fraction of the level's requests)" % gf)
+    errs.extend(validate_traffic(params))
     return errs
+
+
+def validate_traffic(params):
+    """Messages for bad arrival, trace, shared-prefix, SLO and client-process options."""
+    errs = []
+    b = params.get("burstiness", 1.0)
+    if b is None or not b > 0 or b == float("inf"):
+        errs.append("burstiness=%r: must be a number > 0 (1.0 = Poisson, < 1 burstier, > 1 more regular)" % (b,))
+    elif b != 1.0 and not params["request_rate"] and not params.get("trace"):
+        errs.append("burstiness=%r: shapes the gaps between arrivals at a request_rate, but request_rate is empty (all at "
+                    "once); set request_rate levels, or leave burstiness at 1.0" % (b,))
+    if params.get("trace"):
+        if params["request_rate"]:
+            errs.append("request_rate=%r: a trace replay sends each request at its trace timestamp; leave request_rate empty "
+                        "(use trace_time_scale to replay faster or slower)" % (params["request_rate"],))
+        if params.get("shared_prefix"):
+            errs.append("shared_prefix and trace are two workloads; set one of them")
+        ts = params.get("trace_time_scale")
+        if ts is None or not ts > 0 or ts == float("inf"):
+            errs.append("trace_time_scale=%r: must be a number > 0 (1.0 = as recorded, 2.0 = half speed)" % (ts,))
+        if params.get("trace_block_size") is None or params["trace_block_size"] < 1:
+            errs.append("trace_block_size=%r: must be >= 1 token per hash_ids block (Mooncake traces use 512)"
+                        % (params.get("trace_block_size"),))
+    gsp = params.get("shared_prefix")
+    if gsp:
+        for k in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len"):
+            if gsp.get(k) is None or gsp[k] < 1:
+                errs.append("shared_prefix.%s=%r: must be an integer >= 1" % (k, gsp.get(k)))
+    try:
+        normalize_slo(params.get("slo"))
+    except ValueError as exc:
+        errs.append("slo: %s" % exc)
+    cp = params.get("client_processes", 1)
+    if cp is None or cp < 1 or cp > 64:
+        errs.append("client_processes=%r: must be within [1, 64] (1 = one asyncio process)" % (cp,))
+    if params.get("output_details") and not params.get("output_file"):
+        errs.append("output_details=true writes the per-request lists into output_file, which is not set; set output_file")
+    return errs
+
+
+def level_prompts(params, lv, seed, text, trace_records=None):
+    """``(prompts, arrival_offsets or None, dataset_name)`` of one level (see the trace and shared_prefix options)."""
+    if trace_records is not None:
+        prompts = traces.build_prompts(trace_records, params["trace_block_size"], seed=params["seed"], text=text)
+        offs = arrivals.trace_offsets([r.timestamp_ms for r in trace_records], params["trace_time_scale"])
+        return prompts, offs, "mooncake"
+    gsp = params.get("shared_prefix")
+    if gsp:
+        # the run's seed, not the level's: every level sends the same system prompts, as a service does
+        prompts, _groups = shared_prefix.make_prompts(gsp["num_groups"], gsp["prompts_per_group"], gsp["system_prompt_len"],
+                                                      gsp["question_len"], params["output_len"], params["range_ratio"],
+                                                      seed=params["seed"], text=text)
+        return prompts, None, "generated-shared-prefix"
+    prompts = bench_client.make_prompts(lv["num_prompts"], params["input_len"], params["output_len"],
+                                        params["range_ratio"], seed, text=text)
+    return prompts, None, "random-ids"
+
+
+def arrival_kind(params, lv, trace_records):
+    """The ``arrival`` value of a record: ``trace``, ``all-at-once``, ``poisson`` or ``gamma``."""
+    if trace_records is not None:
+        return "trace"
+    if arrivals.is_unlimited(lv["request_rate"]):
+        return "all-at-once"
+    return "poisson" if params.get("burstiness", 1.0) == 1.0 else "gamma"
 
 
 def speculative_from(info):
@@ -357,31 +570,39 @@ def capacity_warnings(levels, info):
     return out
 
 
-def run_levels(params, target, levels, server_info, speculative, module_log=None):
-    """Run every planned level; returns (records, first_errors). Never raises for server-side failures."""
+def run_levels(params, target, levels, server_info, speculative, module_log=None, trace_records=None, details=None):
+    """Run every planned level; returns (records, first_errors). Never raises for server-side failures.
+
+    ``details`` (a list or None): receives each level's :func:`bench_stats.output_details` when given."""
     records = []
     first_errors = []
     text = params["backend"] == "openai-chat"
+    slo = normalize_slo(params.get("slo"))
     for i, lv in enumerate(levels):
         level_no = params["level_offset"] + i + 1
         # a seed per level: identical prompts at two levels would let the second hit SGLang's radix cache
         seed = params["seed"] + level_no - 1
-        prompts = bench_client.make_prompts(lv["num_prompts"], params["input_len"], params["output_len"],
-                                            params["range_ratio"], seed, text=text)
+        prompts, offsets, dataset = level_prompts(params, lv, seed, text, trace_records)
         warm = None
         if params["warmup_requests"]:
             # like bench_serving's warm-up: the prompt length of the run, at most 32 output tokens
             warm = bench_client.make_prompts(params["warmup_requests"], params["input_len"], min(params["output_len"], 32),
                                              params["range_ratio"], seed + 7919, text=text)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        results, duration, _warm = bench_client.run_benchmark(
-            target, prompts, max_concurrency=lv["max_concurrency"], request_rate=lv["request_rate"], warmup_prompts=warm,
-            seed=seed, abort_after_failures=params["abort_after_failures"])
-        metrics = level_metrics(results, duration)
+        results, duration, _warm = bench_multi.run_benchmark_processes(
+            target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
+            request_rate=lv["request_rate"], burstiness=params.get("burstiness", 1.0), arrival_offsets=offsets,
+            warmup_prompts=warm, seed=seed, abort_after_failures=params["abort_after_failures"])
+        metrics = level_metrics(results, duration, slo=slo)
+        if details is not None:
+            details.append(output_details(results))
+        kind = arrival_kind(params, lv, trace_records)
         config = {"backend": params["backend"], "max_concurrency": lv["max_concurrency"], "request_rate": lv["request_rate"],
                   "random_input_len": params["input_len"], "random_output_len": params["output_len"],
-                  "random_range_ratio": params["range_ratio"], "tag": params["tag"], "num_prompts": lv["num_prompts"],
-                  "warmup_requests": params["warmup_requests"], "seed": seed,
+                  "random_range_ratio": params["range_ratio"], "tag": params["tag"] or None, "num_prompts": lv["num_prompts"],
+                  "warmup_requests": params["warmup_requests"], "seed": seed, "dataset_name": dataset,
+                  "arrival": kind, "burstiness": params.get("burstiness", 1.0) if kind in ("poisson", "gamma") else None,
+                  "trace_time_scale": params.get("trace_time_scale") if kind == "trace" else None,
                   "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
         rec = make_record(metrics, config, server_info=server_info or None,
                           meta={"level": level_no, "label": params["label"], "run_id": params["run_id"],
@@ -396,14 +617,15 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
     return records, first_errors
 
 
-def append_jsonl(path, records):
-    """Append records to a JSONL file (bench_serving --output-file semantics)."""
+def append_jsonl(path, records, details=None):
+    """Append records to a JSONL file (bench_serving --output-file semantics and values, :func:`bench_report.jsonl_line`),
+    each with its level's per-request ``details`` (bench_serving --output-details keys) when given."""
     d = os.path.dirname(path)
     if d and not os.path.isdir(d):
         os.makedirs(d)
     with open(path, "a") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec) + "\n")
+        for i, rec in enumerate(records):
+            fh.write(jsonl_line(rec, details[i] if details else None) + "\n")
 
 
 def main():
@@ -420,6 +642,22 @@ def main():
             prompts_per_concurrency=dict(type="int", default=0),
             max_concurrency=dict(type="list", elements="int", default=[1]),
             request_rate=dict(type="list", elements="float", default=[]),
+            burstiness=dict(type="float", default=1.0),
+            trace=dict(type="str"),
+            trace_time_scale=dict(type="float", default=1.0),
+            trace_block_size=dict(type="int", default=512),
+            shared_prefix=dict(type="dict", options=dict(
+                num_groups=dict(type="int", required=True),
+                prompts_per_group=dict(type="int", required=True),
+                system_prompt_len=dict(type="int", required=True),
+                question_len=dict(type="int", required=True),
+            )),
+            slo=dict(type="dict", default={}, options=dict(
+                ttft_ms=dict(type="float"),
+                tpot_ms=dict(type="float"),
+                e2e_latency_ms=dict(type="float"),
+            )),
+            client_processes=dict(type="int", default=1),
             warmup_requests=dict(type="int", default=1),
             seed=dict(type="int", default=1),
             timeout=dict(type="float", default=1800),
@@ -432,12 +670,15 @@ def main():
                 max_p99_tpot_ms=dict(type="float"),
                 min_accept_length=dict(type="float"),
                 max_failed_fraction=dict(type="float", default=0.0),
+                min_goodput=dict(type="float"),
+                min_goodput_fraction=dict(type="float"),
             )),
             tag=dict(type="str", default=""),
             label=dict(type="str", default=""),
             run_id=dict(type="str", default=""),
             level_offset=dict(type="int", default=0),
             output_file=dict(type="path"),
+            output_details=dict(type="bool", default=False),
             validate_certs=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -450,13 +691,19 @@ def main():
     try:
         target = bench_client.Target(p["url"], backend=p["backend"], model=p["model"], api_key=p["api_key"],
                                      timeout_s=p["timeout"], stall_timeout_s=p["stall_timeout"],
-                                     validate_certs=p["validate_certs"])
+                                     validate_certs=p["validate_certs"], keep_text=p["output_details"])
     except bench_client.BenchError as exc:
         errs.append("url/backend: %s" % to_native(exc))
         target = None
+    trace_records = None
+    if p["trace"] is not None:
+        try:
+            trace_records = traces.parse_mooncake(p["trace"])
+        except traces.TraceError as exc:
+            errs.append("trace: %s" % to_native(exc))
     if errs:
         module.fail_json(msg="serving_benchmark: invalid options: " + "; ".join(errs), **result)
-    levels = plan_levels(p)
+    levels = plan_levels(p, trace_records)
     result["levels"] = levels
     if module.check_mode:
         result["msg"] = "check mode: %d level(s) planned, no request sent" % len(levels)
@@ -480,7 +727,9 @@ def main():
         module.warn(msg)
 
     try:
-        records, first_errors = run_levels(p, target, levels, info, speculative, module_log=module.log)
+        details = [] if p["output_details"] else None
+        records, first_errors = run_levels(p, target, levels, info, speculative, module_log=module.log,
+                                           trace_records=trace_records, details=details)
     except bench_client.BenchError as exc:
         module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
     except Exception as exc:  # pylint: disable=broad-except
@@ -498,7 +747,7 @@ def main():
                   gate_failures=gate_msgs, duration_s=round(time.time() - t_start, 3))
     if p["output_file"]:
         try:
-            append_jsonl(p["output_file"], records)
+            append_jsonl(p["output_file"], records, details)
             result["changed"] = True
         except (IOError, OSError) as exc:
             module.fail_json(msg="serving_benchmark: cannot append to output_file=%s: %s" % (p["output_file"], to_native(exc)), **result)

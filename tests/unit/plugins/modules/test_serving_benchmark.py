@@ -38,8 +38,8 @@ def fake_load(mocker):
     calls = []
 
     def fake(target, prompts, max_concurrency=None, request_rate=None, warmup_prompts=None, seed=1,
-             abort_after_failures=0, progress=None):
-        calls.append({"n": len(prompts), "mc": max_concurrency, "rate": request_rate,
+             abort_after_failures=0, progress=None, **kw):
+        calls.append({"n": len(prompts), "mc": max_concurrency, "rate": request_rate, "kw": kw,
                       "warm": len(warmup_prompts or []), "lens": {(p.prompt_len, p.output_len) for p in prompts},
                       "warm_lens": {(p.prompt_len, p.output_len) for p in warmup_prompts or []},
                       "prompts": [p.prompt for p in prompts]})
