@@ -589,6 +589,8 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
 
     if start is None:
         start = time.perf_counter()
+    elif start > time.perf_counter():
+        await asyncio.sleep(start - time.perf_counter())    # a shared start several client processes wait for
     tasks = []
     try:
         for i in range(len(prompts)):

@@ -21,6 +21,8 @@ import bisect
 import random
 import time
 
+from sglang_sim.prefix_cache import PAGE, PrefixCache
+
 # Output "vocabulary": short ASCII token texts (JSON-safe, no escaping needed) with Qwen-like ids.
 VOCAB = ((" The", 576), (" answer", 4226), (" is", 374), (" 345", 15901), (".", 13), (" Let", 6771), (" me", 752),
          (" check", 1779), (":", 25), (" 15", 220), ("*", 9), ("23", 1419), (" =", 284), (" 345", 15901), (".", 13),
@@ -66,7 +68,8 @@ class Request(object):
     """
 
     __slots__ = ("rid", "prompt_len", "max_new", "out_len", "verify_ct", "accepted", "chunks", "t_arrival", "t_first", "t_last",
-                 "t_sched", "finished", "aborted", "stall_until", "stalled_once", "emit", "fail", "conn", "internal", "future", "ctx")
+                 "t_sched", "finished", "aborted", "stall_until", "stalled_once", "emit", "fail", "conn", "internal", "future", "ctx",
+                 "prefix_keys", "cached")
 
     def __init__(self, rid, prompt_len, max_new, emit, fail=None, conn=None, internal=False, ctx=None):
         self.rid = rid
@@ -90,6 +93,8 @@ class Request(object):
         self.internal = internal
         self.future = None
         self.ctx = ctx
+        self.prefix_keys = None   # prefix_cache.page_keys of the prompt, when the prefix cache is on
+        self.cached = 0           # prompt tokens found in the prefix cache at prefill (meta_info.cached_tokens)
 
 
 class Engine(object):
@@ -146,6 +151,8 @@ class Engine(object):
         self.hist = {"time_to_first_token_seconds": Histogram(), "e2e_request_latency_seconds": Histogram(),
                      "inter_token_latency_seconds": Histogram(), "queue_time_seconds": Histogram()}
         self.metrics_on = bool(cfg.server_args.get("enable_metrics"))
+        # SGLang's radix cache stand-in (prefix_cache.py): None with --disable-radix-cache
+        self.prefix_cache = None if cfg.server_args.get("disable_radix_cache") else PrefixCache(cfg.max_total_num_tokens // PAGE)
 
     # -- public --------------------------------------------------------------------------------
     def submit(self, req):
@@ -285,6 +292,17 @@ class Engine(object):
             tokens += r.prompt_len
         if not batch:
             return
+        cached = 0
+        if self.prefix_cache is not None:
+            for r in batch:
+                if r.prefix_keys:
+                    r.cached = min(self.prefix_cache.match(r.prefix_keys) * PAGE, r.prompt_len - 1)
+                    cached += r.cached
+            for r in batch:
+                if r.prefix_keys:
+                    self.prefix_cache.insert(r.prefix_keys)
+            self.gauges["cache_hit_rate"] = cached / float(tokens) if tokens else 0.0
+        tokens -= cached
         now = time.monotonic()
         self.forward_ct += 1
         gap = now - self.last_prefill_log
@@ -292,11 +310,12 @@ class Engine(object):
         self.last_prefill_log = now
         self.last_prefill_tokens = tokens
         _used, _usage, group = self._usage(self.running + batch, prefill=True)
-        self.log.line(self.log.prefill_line(self.forward_ct, len(batch), tokens, 0, group, len(self.running), len(self.waiting), input_tps), rank=0)
+        self.log.line(self.log.prefill_line(self.forward_ct, len(batch), tokens, cached, group, len(self.running), len(self.waiting), input_tps), rank=0)
         for r in batch:
             r.t_sched = now
             if not r.internal:
                 self.counters["prompt_tokens_total"] += r.prompt_len
+                self.counters["cached_tokens_total"] += r.cached
                 self.counters["num_requests_total"] += 1
                 if self.metrics_on:
                     self.hist["queue_time_seconds"].observe(now - r.t_arrival)

@@ -173,7 +173,8 @@ class HttpConn(asyncio.Protocol):
         if self.closed:
             self._done()
             return
-        self.transport.write(self._head(status, ctype, len(body), extra) + body)
+        # HEAD: the GET's head (content-length included) and no body, as uvicorn answers it
+        self.transport.write(self._head(status, ctype, len(body), extra) + (b"" if self.method == "HEAD" else body))
         self._done()
 
     def send_json(self, status, obj, compact=False, extra=None):

@@ -23,6 +23,7 @@ import uuid
 
 from sglang_sim.engine import NV, TOKEN_ID, HIST_BUCKETS, Request, token_text
 from sglang_sim.httpconn import HttpConn
+from sglang_sim.prefix_cache import page_keys
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 DONE = b"data: [DONE]\n\n"
@@ -105,7 +106,13 @@ class App(object):
 
     # -- dispatch ------------------------------------------------------------------------------------
     def handle(self, conn, method, path, query, headers, body):
-        """Serve one parsed request (called by HttpConn); client errors become 400/401/404/405, bugs become 500."""
+        """Serve one parsed request (called by HttpConn); client errors become 400/401/404/405, bugs become 500.
+
+        ``HEAD`` is served as ``GET`` on every route and answered with the GET's status and headers
+        (``content-length`` included) and no body (HttpConn drops it), as Starlette adds HEAD to each GET route
+        and uvicorn sends no body for HEAD; on a POST-only route it is a 405, also without a body."""
+        if method == "HEAD":
+            method = "GET"
         try:
             self._route(conn, method, path, headers, body)
         except ClientError as exc:
@@ -154,6 +161,8 @@ class App(object):
             if method not in ("POST", "PUT") and not (path == "/flush_cache" and method == "GET"):
                 return conn.send_json(405, {"detail": "Method Not Allowed"})
             if path == "/flush_cache":
+                if self.engine.prefix_cache is not None and not self.engine.busy:
+                    self.engine.prefix_cache.clear()
                 return conn.send(200, b"Cache flushed.\nPlease check backend logs for more details. "
                                  b"(When there are running or waiting requests, the operation will not be performed.)\n", "text/plain")
             try:
@@ -294,8 +303,10 @@ class App(object):
             raise ClientError("%s must be a non-negative integer, got %r" % (name, value))
         return value
 
-    def _new_request(self, conn, kind, stream, prompt_len, max_new, rid, include_usage=False, batch=None, index=0):
-        """Create the engine Request and its pre-encoded pieces, start the stream head once, queue it."""
+    def _new_request(self, conn, kind, stream, prompt_len, max_new, rid, include_usage=False, batch=None, index=0, tokens=None):
+        """Create the engine Request and its pre-encoded pieces, start the stream head once, queue it.
+
+        ``tokens`` (the prompt's ids or words) feed the prefix cache (prefix_cache.py) when it is on."""
         c = Ctx()
         c.batch = batch
         c.index = index
@@ -314,7 +325,7 @@ class App(object):
             c.ids_buf = bytearray()
             c.meta_head = ('], "meta_info": {"id": %s, "finish_reason": ' % json.dumps(rid)).encode()
             c.meta_mid = (', "prompt_tokens": %d, "weight_version": "default", "total_retractions": 0, "completion_tokens": ' % prompt_len).encode()
-            c.tail = b', "cached_tokens": 0}}\n\n' if batch is None else b', "cached_tokens": 0}, "index": %d}\n\n' % index
+            c.tail = None    # built at the first chunk, after the prefill found the cached tokens (_emit_generate)
         elif kind == "completion":
             c.head = ('data: {"id":%s,"object":"text_completion","created":%d,"model":%s,"choices":[{"index":0,"text":"'
                       % (json.dumps(rid), c.created, c.model)).encode()
@@ -324,6 +335,8 @@ class App(object):
                       % (json.dumps(rid), c.created, c.model)).encode()
             c.text_buf = bytearray() if not stream else None
         req = Request(rid, prompt_len, max_new, _EMITTERS[kind], _fail, conn=conn, ctx=c)
+        if tokens is not None and self.engine.prefix_cache is not None:
+            req.prefix_keys = page_keys(tokens)
         if batch is None or index == 0:
             conn.request = [req]
             if stream:
@@ -344,6 +357,7 @@ class App(object):
             if not texts or not all(isinstance(t, str) for t in texts):
                 raise ClientError("text must be a string or a non-empty list of strings")
             prompt_lens = [count_tokens(t) for t in texts]
+            token_rows = [_WORD.findall(t) for t in texts] if self.engine.prefix_cache is not None else None
             is_batch = isinstance(text, list)
         elif "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
@@ -353,6 +367,7 @@ class App(object):
                 if not isinstance(row, list) or not row or not all(isinstance(i, int) and not isinstance(i, bool) for i in row):
                     raise ClientError("input_ids must be a non-empty list of token ids (int), or a list of such lists")
             prompt_lens = [len(row) for row in rows]
+            token_rows = rows
         else:
             raise ClientError("Either text or input_ids should be provided.")
         sps = body.get("sampling_params") or {}
@@ -366,29 +381,34 @@ class App(object):
         rids = rids if isinstance(rids, list) else [rids] * len(prompt_lens)
         stream = bool(body.get("stream"))
         if not is_batch:
-            self._new_request(conn, "generate", stream, prompt_lens[0], max_news[0], str(rids[0] or uuid.uuid4().hex))
+            self._new_request(conn, "generate", stream, prompt_lens[0], max_news[0], str(rids[0] or uuid.uuid4().hex),
+                              tokens=token_rows[0] if token_rows else None)
             return
         batch = Batch(len(prompt_lens))
         for index, (prompt_len, max_new) in enumerate(zip(prompt_lens, max_news)):
             rid = rids[index] if index < len(rids) and rids[index] else uuid.uuid4().hex
-            self._new_request(conn, "generate", stream, prompt_len, max_new, str(rid), batch=batch, index=index)
+            self._new_request(conn, "generate", stream, prompt_len, max_new, str(rid), batch=batch, index=index,
+                              tokens=token_rows[index] if token_rows else None)
 
     def completions(self, conn, body):
         """POST /v1/completions: ``prompt`` (str or token ids), ``max_tokens`` (default 16), ``stream``, ``stream_options``."""
         prompt = body.get("prompt")
         if isinstance(prompt, str):
             prompt_len = count_tokens(prompt)
+            tokens = _WORD.findall(prompt)
         elif isinstance(prompt, list) and prompt and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt):
             prompt_len = len(prompt)
+            tokens = prompt
         elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt_len = count_tokens(prompt[0])
+            tokens = _WORD.findall(prompt[0])
         else:
             raise ClientError("prompt must be a string, a list with one string, or a list of token ids (batches are not supported by the simulator)")
         max_new = self._int_param(body.get("max_tokens"), "max_tokens", 16)
         self._check_len(prompt_len, max_new)
         opts = body.get("stream_options") or {}
         self._new_request(conn, "completion", bool(body.get("stream")), prompt_len, max_new, "cmpl-" + uuid.uuid4().hex,
-                          bool(isinstance(opts, dict) and opts.get("include_usage")))
+                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens)
 
     def chat(self, conn, body):
         """POST /v1/chat/completions: ``messages``, ``max_completion_tokens``/``max_tokens`` (default 128), ``stream``."""
@@ -396,11 +416,15 @@ class App(object):
         if not isinstance(messages, list) or not messages:
             raise ClientError("messages must be a non-empty list")
         prompt_len = 3
+        tokens = []
         for msg in messages:
             content = msg.get("content") if isinstance(msg, dict) else None
             if isinstance(content, list):
                 content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
             prompt_len += 4 + (count_tokens(content) if isinstance(content, str) and content else 0)
+            # the chat template's framing of one message (4 tokens), then its words
+            tokens.extend(["<|im_start|>", str(msg.get("role") if isinstance(msg, dict) else ""), "\n", "<|im_end|>"])
+            tokens.extend(_WORD.findall(content) if isinstance(content, str) else [])
         max_new = body.get("max_completion_tokens")
         if max_new is None:
             max_new = body.get("max_tokens")
@@ -408,13 +432,13 @@ class App(object):
         self._check_len(prompt_len, max_new)
         opts = body.get("stream_options") or {}
         self._new_request(conn, "chat", bool(body.get("stream")), prompt_len, max_new, "chatcmpl-" + uuid.uuid4().hex,
-                          bool(isinstance(opts, dict) and opts.get("include_usage")))
+                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens)
 
     def final_meta(self, req):
         """meta_info of the finishing chunk (dict, SGLang 0.5.9 key order; spec fields by version)."""
         cfg = self.cfg
         meta = {"id": req.rid, "finish_reason": {"type": "length", "length": req.max_new}, "prompt_tokens": req.prompt_len,
-                "weight_version": "default", "total_retractions": 0, "completion_tokens": req.out_len, "cached_tokens": 0,
+                "weight_version": "default", "total_retractions": 0, "completion_tokens": req.out_len, "cached_tokens": req.cached,
                 "e2e_latency": round(time.monotonic() - req.t_arrival, 6)}
         if cfg.spec and cfg.num_steps > 0:
             verify = req.verify_ct
@@ -486,6 +510,9 @@ def _emit_generate(req, start, n, finished):
             c.ids_buf += ids
     if not finished:
         if c.stream:
+            if c.tail is None:
+                c.tail = (b', "cached_tokens": %d}}\n\n' % req.cached if batch is None
+                          else b', "cached_tokens": %d}, "index": %d}\n\n' % (req.cached, c.index))
             conn.write_chunk(b"".join((b'data: {"text": "', c.text_buf, b'", "output_ids": [', c.ids_buf, c.meta_head, b"null", c.meta_mid,
                                        b"%d" % req.out_len, c.tail)))
         return
