@@ -128,3 +128,31 @@ def test_two_client_processes_give_one_process_s_figures(sglang_sim):
         one = max((one, measure(1)), key=lambda m: m["output_throughput"])
         two = max((two, measure(2)), key=lambda m: m["output_throughput"])
     assert mismatches(one, two) == [], first
+
+
+def test_module_replays_a_trace_with_two_processes_and_writes_details(sglang_sim, capsys, tmp_path):
+    import json
+
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
+
+    srv = sglang_sim(["--enable-metrics"], instant=True)
+    trace = "".join('{"timestamp": %d, "input_length": 600, "output_length": 8, "hash_ids": [0, %d]}\n' % (i * 20, i + 1)
+                    for i in range(6))
+    dest = tmp_path / "out.jsonl"
+    args = {"url": srv.url, "trace": trace, "max_concurrency": [], "client_processes": 2, "warmup_requests": 0,
+            "output_file": str(dest), "output_details": True, "slo": {"ttft_ms": 10000}}
+    with patch_module_args(dict(args, _ansible_remote_tmp="/tmp", _ansible_keep_remote_files=False)):
+        with pytest.raises(SystemExit):
+            serving_benchmark.main()
+    out = json.loads(capsys.readouterr().out)
+    assert not out.get("failed"), out.get("msg")
+    rec = out["records"][0]
+    assert rec["completed"] == 6 and rec["arrival"] == "trace" and rec["goodput_completed"] == 6
+    # block 0 (512 tokens) is shared by all six; they arrive 20 ms apart, one prefill each: 5 x 512 cached
+    assert rec["cached_tokens"] == 5 * 512
+    line = json.loads(dest.read_text().splitlines()[0])
+    assert line["request_rate"] == "trace" and line["tag"] is None
+    assert line["input_lens"] == [600] * 6 and line["output_lens"] == [8] * 6
+    assert all(len(t) > 0 for t in line["generated_texts"]) and line["errors"] == [""] * 6
+    assert all(len(itl) == 7 for itl in line["itls"])
