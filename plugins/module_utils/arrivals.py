@@ -47,9 +47,9 @@ def gaps(n, rate, burstiness=1.0, seed=1):
     """
     if n < 0:
         raise ArrivalError("the number of gaps must be >= 0, got %r" % (n,))
-    if rate is None or not rate > 0 or math.isinf(rate) or math.isnan(rate):
+    if rate is None or math.isnan(rate) or rate <= 0 or math.isinf(rate):
         raise ArrivalError("request_rate must be a finite number > 0 req/s for random arrivals, got %r" % (rate,))
-    if burstiness is None or not burstiness > 0 or math.isinf(burstiness):
+    if burstiness is None or math.isnan(burstiness) or burstiness <= 0 or math.isinf(burstiness):
         raise ArrivalError("burstiness must be a finite number > 0 (1.0 = Poisson, < 1 burstier, > 1 more regular), got %r"
                            % (burstiness,))
     rng = random.Random(seed)
@@ -87,7 +87,7 @@ def trace_offsets(timestamps_ms, time_scale=1.0):
     speeds it up. The timestamps must be non-decreasing (the trace reader sorts them).
     Raises ArrivalError for a ``time_scale`` <= 0 or decreasing timestamps.
     """
-    if time_scale is None or not time_scale > 0 or math.isinf(time_scale):
+    if time_scale is None or math.isnan(time_scale) or time_scale <= 0 or math.isinf(time_scale):
         raise ArrivalError("trace time scale must be a finite number > 0 (1.0 = as recorded, 2.0 = half as fast), got %r"
                            % (time_scale,))
     if not timestamps_ms:

@@ -234,7 +234,7 @@ def normalize_slo(slo):
             continue
         if k not in SLO_KEYS:
             raise ValueError("unknown SLO %r; supported SLOs (ms): %s" % (k, ", ".join(SLO_KEYS)))
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or math.isinf(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v <= 0 or math.isinf(v):
             raise ValueError("SLO %s=%r must be a number > 0 (ms); e.g. ttft_ms: 500" % (k, v))
         out[k] = float(v)
     return out

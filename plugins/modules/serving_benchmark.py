@@ -405,7 +405,7 @@ duration_s:
   type: float
 """
 
-import json
+import math
 import os
 import time
 import traceback
@@ -490,7 +490,7 @@ def validate_traffic(params):
     """Messages for bad arrival, trace, shared-prefix, SLO and client-process options."""
     errs = []
     b = params.get("burstiness", 1.0)
-    if b is None or not b > 0 or b == float("inf"):
+    if b is None or math.isnan(b) or b <= 0 or math.isinf(b):
         errs.append("burstiness=%r: must be a number > 0 (1.0 = Poisson, < 1 burstier, > 1 more regular)" % (b,))
     elif b != 1.0 and not params["request_rate"] and not params.get("trace"):
         errs.append("burstiness=%r: shapes the gaps between arrivals at a request_rate, but request_rate is empty (all at "
@@ -502,7 +502,7 @@ def validate_traffic(params):
         if params.get("shared_prefix"):
             errs.append("shared_prefix and trace are two workloads; set one of them")
         ts = params.get("trace_time_scale")
-        if ts is None or not ts > 0 or ts == float("inf"):
+        if ts is None or math.isnan(ts) or ts <= 0 or math.isinf(ts):
             errs.append("trace_time_scale=%r: must be a number > 0 (1.0 = as recorded, 2.0 = half speed)" % (ts,))
         if params.get("trace_block_size") is None or params["trace_block_size"] < 1:
             errs.append("trace_block_size=%r: must be >= 1 token per hash_ids block (Mooncake traces use 512)"
