@@ -156,3 +156,33 @@ def test_module_replays_a_trace_with_two_processes_and_writes_details(sglang_sim
     assert line["input_lens"] == [600] * 6 and line["output_lens"] == [8] * 6
     assert all(len(t) > 0 for t in line["generated_texts"]) and line["errors"] == [""] * 6
     assert all(len(itl) == 7 for itl in line["itls"])
+
+
+def test_role_replays_a_controller_trace_with_goodput(sglang_sim, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    srv = sglang_sim([], instant=True)
+    trace = tmp_path / "trace.jsonl"     # only on the controller: the role reads it there
+    trace.write_text("".join('{"timestamp": %d, "input_length": 40, "output_length": 4, "hash_ids": [0]}\n' % (i * 10)
+                             for i in range(5)))
+    reports = tmp_path / "reports"
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_hosts]\nsimhost ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    extra = {"sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [2], "sglang_benchmark_trace_file": str(trace),
+             "sglang_benchmark_trace_time_scale": 0.5, "sglang_benchmark_slo_ttft_ms": 10000, "sglang_benchmark_warmup_requests": 0,
+             "sglang_benchmark_min_goodput_fraction": 1.0, "sglang_benchmark_report_dir": str(reports),
+             "sglang_benchmark_run_id": "trace", "sglang_benchmark_plots": False}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(repo / "playbooks" / "benchmark.yml"), "-e", json.dumps(extra)], cwd=str(repo),
+                          env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "goodput" in proc.stdout and "(100 % within the SLO)" in proc.stdout
+    rec = json.loads((reports / "simhost" / "trace" / "results.jsonl").read_text().splitlines()[0])
+    assert rec["request_rate"] == "trace" and rec["completed"] == 5 and rec["num_prompts"] == 5
+    assert rec["dataset_name"] == "mooncake" and rec["trace_time_scale"] == 0.5 and rec["goodput_completed"] == 5
