@@ -615,6 +615,21 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
     return results, duration
 
 
+def send_offsets(n, request_rate=None, burstiness=1.0, seed=1, arrival_offsets=None):
+    """The send offsets (s from the start of the run) of ``n`` requests: ``arrival_offsets`` when given, else
+    :func:`arrivals.offsets` of the rate and burstiness. Raises BenchError for a bad rate/burstiness or a
+    number of offsets other than ``n``."""
+    if arrival_offsets is not None:
+        if len(arrival_offsets) != n:
+            raise BenchError("arrival_offsets has %d entries for %d prompts; give one send offset (s) per prompt"
+                             % (len(arrival_offsets), n))
+        return list(arrival_offsets)
+    try:
+        return arrivals.offsets(n, request_rate, burstiness, seed)
+    except arrivals.ArrivalError as exc:
+        raise BenchError(str(exc))
+
+
 def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warmup_prompts=None, seed=1,
                   abort_after_failures=0, progress=None, burstiness=1.0, arrival_offsets=None, start=None):
     """Send ``prompts`` to ``target`` and return ``(results, duration_s, warmup_results)``.
@@ -647,16 +662,7 @@ def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warm
         raise BenchError("max_concurrency must be >= 1 (or empty for no limit), got %r" % (max_concurrency,))
     if request_rate is not None and request_rate < 0:
         raise BenchError("request_rate must be > 0 req/s (or empty/inf for all at once), got %r" % (request_rate,))
-    if arrival_offsets is not None:
-        if len(arrival_offsets) != len(prompts):
-            raise BenchError("arrival_offsets has %d entries for %d prompts; give one send offset (s) per prompt"
-                             % (len(arrival_offsets), len(prompts)))
-        offsets = list(arrival_offsets)
-    else:
-        try:
-            offsets = arrivals.offsets(len(prompts), request_rate, burstiness, seed)
-        except arrivals.ArrivalError as exc:
-            raise BenchError(str(exc))
+    offsets = send_offsets(len(prompts), request_rate, burstiness, seed, arrival_offsets)
     if offsets and not any(offsets):
         offsets = None    # all at once: no sleeping at all
     loop = asyncio.new_event_loop()

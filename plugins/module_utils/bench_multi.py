@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 import traceback
 
-from ansible_collections.llmops.sglang.plugins.module_utils import arrivals
 from ansible_collections.llmops.sglang.plugins.module_utils import bench_client
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
 
@@ -85,16 +84,7 @@ def run_benchmark_processes(target, prompts, processes=1, max_concurrency=None, 
                                           burstiness=burstiness, arrival_offsets=arrival_offsets)
     if _FORK is None:
         raise bench_client.BenchError("client_processes=%d needs the fork start method (Linux); use 1 here" % processes)
-    if arrival_offsets is not None:
-        if len(arrival_offsets) != len(prompts):
-            raise bench_client.BenchError("arrival_offsets has %d entries for %d prompts; give one send offset (s) per prompt"
-                                          % (len(arrival_offsets), len(prompts)))
-        offsets = list(arrival_offsets)
-    else:
-        try:
-            offsets = arrivals.offsets(len(prompts), request_rate, burstiness, seed)
-        except arrivals.ArrivalError as exc:
-            raise bench_client.BenchError(str(exc))
+    offsets = bench_client.send_offsets(len(prompts), request_rate, burstiness, seed, arrival_offsets)
     warm = []
     if warmup_prompts:
         warm, _d, _w = bench_client.run_benchmark(target, warmup_prompts, max_concurrency=len(warmup_prompts),
