@@ -343,7 +343,7 @@ RETURN = r"""
 records:
   description:
     - One record per level, in sweep order, with every bench_serving 0.5.9 JSONL key (C(server_info) embedded)
-      plus C(p90/p95) keys, C(failed), C(failed_fraction), C(errors) (first distinct errors with counts),
+      plus C(p90/p95) keys, C(failed), C(failed_fraction), C(error_kinds) (first distinct errors with counts),
       C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this level's),
       C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(seed) (this level's prompt seed), C(level), C(label),
       C(run_id), C(url), C(speculative) and C(started_at). Also returned when the task fails.
