@@ -38,6 +38,25 @@ def test_head_is_answered_without_a_body_on_every_route(sglang_sim):
         conn.close()
 
 
+def test_aiohttp_head_then_get_on_one_connection(sglang_sim):
+    # what aiperf's server-metrics scraper does (HEAD /metrics, then GET) with one pooled aiohttp connection
+    aiohttp = pytest.importorskip("aiohttp")
+    import asyncio
+
+    srv = sglang_sim(["--enable-metrics"], instant=True)
+
+    async def probe():
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+            async with session.head(srv.url + "/metrics") as resp:
+                head_status = resp.status
+            async with session.get(srv.url + "/metrics") as resp:
+                text = await resp.text()
+            return head_status, text
+
+    head_status, text = asyncio.run(probe())
+    assert head_status == 200 and "sglang:num_running_reqs" in text
+
+
 def test_trace_replay_sends_at_the_scaled_trace_times(sglang_sim):
     srv = sglang_sim([], instant=True)
     text = "\n".join('{"timestamp": %d, "input_length": 40, "output_length": 2, "hash_ids": [%d]}' % (ts, i)
