@@ -117,6 +117,14 @@ options:
     description: Tokens per C(hash_ids) block of the trace. The Mooncake traces use 512.
     type: int
     default: 512
+  trace_max_requests:
+    description:
+      - Replay only the first this many lines of the trace file (0 = all), as bench_serving's C(--num-prompts) slices a
+        trace.
+      - Each prompt token costs about 14 bytes of the load generator's memory while a level runs (the token id list and
+        the JSON body). The whole public Mooncake trace is about 190 million prompt tokens, so slice it.
+    type: int
+    default: 0
   shared_prefix:
     description:
       - The generated-shared-prefix workload of C(bench_serving --dataset-name generated-shared-prefix). The requests
@@ -504,6 +512,8 @@ def validate_traffic(params):
         ts = params.get("trace_time_scale")
         if ts is None or math.isnan(ts) or ts <= 0 or math.isinf(ts):
             errs.append("trace_time_scale=%r: must be a number > 0 (1.0 = as recorded, 2.0 = half speed)" % (ts,))
+        if (params.get("trace_max_requests") or 0) < 0:
+            errs.append("trace_max_requests=%r: must be >= 0 (0 = every line of the trace)" % (params["trace_max_requests"],))
         if params.get("trace_block_size") is None or params["trace_block_size"] < 1:
             errs.append("trace_block_size=%r: must be >= 1 token per hash_ids block (Mooncake traces use 512)"
                         % (params.get("trace_block_size"),))
@@ -646,6 +656,7 @@ def main():
             trace=dict(type="str"),
             trace_time_scale=dict(type="float", default=1.0),
             trace_block_size=dict(type="int", default=512),
+            trace_max_requests=dict(type="int", default=0),
             shared_prefix=dict(type="dict", options=dict(
                 num_groups=dict(type="int", required=True),
                 prompts_per_group=dict(type="int", required=True),
@@ -698,7 +709,7 @@ def main():
     trace_records = None
     if p["trace"] is not None:
         try:
-            trace_records = traces.parse_mooncake(p["trace"])
+            trace_records = traces.parse_mooncake(p["trace"], limit=max(p["trace_max_requests"], 0))
         except traces.TraceError as exc:
             errs.append("trace: %s" % to_native(exc))
     if errs:

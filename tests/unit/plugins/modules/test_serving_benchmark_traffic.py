@@ -77,6 +77,15 @@ def test_trace_replay_levels_offsets_and_output_file(capsys, server_info, fake_l
     assert call["keep_text"] is True
 
 
+def test_trace_max_requests_keeps_the_first_lines_of_the_file(capsys, server_info, fake_load):
+    out = run(capsys, {"trace": TRACE, "trace_max_requests": 2, "max_concurrency": [], "warmup_requests": 0})
+    assert not out.get("failed"), out.get("msg")
+    # the first two lines of the file (500 ms and 1500 ms), then sorted: offsets 0 and 1.0 s
+    assert [(p.prompt_len, p.output_len) for p in fake_load[0]["prompts"]] == [(600, 4), (520, 6)]
+    assert fake_load[0]["offsets"] == [0.0, 1.0]
+    assert out["levels"][0]["num_prompts"] == 2
+
+
 def test_unlimited_rate_written_as_infinity(capsys, server_info, fake_load, tmp_path):
     dest = tmp_path / "res.jsonl"
     out = run(capsys, {"max_concurrency": [], "num_prompts": 2, "output_file": str(dest)})
@@ -117,6 +126,7 @@ def test_goodput_gate_fails_the_task(capsys, server_info, fake_load):
     ({"burstiness": 0.0, "request_rate": [1.0]}, "burstiness=0.0: must be a number > 0"),
     ({"trace": TRACE, "request_rate": [1.0]}, "a trace replay sends each request at its trace timestamp"),
     ({"trace": TRACE, "trace_time_scale": 0.0}, "trace_time_scale=0.0"),
+    ({"trace": TRACE, "trace_max_requests": -1}, "trace_max_requests=-1"),
     ({"trace": '{"timestamp": 0}\n'}, "trace: trace line 1: input_length=None"),
     ({"shared_prefix": {"num_groups": 0, "prompts_per_group": 1, "system_prompt_len": 5, "question_len": 1}},
      "shared_prefix.num_groups=0"),
