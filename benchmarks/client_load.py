@@ -170,8 +170,10 @@ def accuracy(args, log_dir):
                 h0 = server_hist(srv, "sglang:time_to_first_token_seconds")
                 res, dur, _w = bc.run_benchmark(target, prompts, max_concurrency=1)
                 h1 = server_hist(srv, "sglang:time_to_first_token_seconds")
+                # other prompts of the same lengths: the simulator's prefix cache would serve the client's again
                 bare = [bare_ttft(srv.host, srv.port, target.head(len(b)) + b)
-                        for b in (bc.request_body(target, p) for p in prompts)]
+                        for b in (bc.request_body(target, p)
+                                  for p in bc.make_prompts(args.acc_requests, input_len, args.acc_output_len, seed=15))]
             finally:
                 srv.stop()
             srv_ttft = (h1[0] - h0[0]) / (h1[1] - h0[1]) if h1[1] > h0[1] else float("nan")
