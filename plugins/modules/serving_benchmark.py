@@ -173,8 +173,8 @@ options:
         type: float
   client_processes:
     description:
-      - Client processes that share each level's load. C(1) is one asyncio process (about 77k output tok/s of capacity
-        on one core). More are forked on the host that runs the module, Linux only.
+      - Client processes that share each level's load, 1 to 64. C(1) is one asyncio process (about 77k output tok/s of
+        capacity on one core). More are forked on the host that runs the module, Linux only.
       - Requests are dealt round-robin with their planned send times. C(max_concurrency) is split between the processes.
         The per-request records are merged before the metrics, so the figures are those of one client.
     type: int
