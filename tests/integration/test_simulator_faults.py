@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
+import shutil
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -80,12 +84,44 @@ def test_crash_after_n_requests(sglang_sim):
         assert post(srv.url + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}})[0] == 200
     with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
         post(srv.url + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}}, timeout=5)
-    assert srv.wait_exit(10) == -9      # SGLang kills its own process tree with SIGKILL
+    assert srv.wait_exit(10) == 137     # 128 + SIGKILL: what SGLang's self-SIGKILL looks like to a shell, podman, systemd
     log = srv.log_text()
     assert re.search(r"^" + TS.replace("(?: TP\\d+)?", " TP0") + r"Scheduler hit an exception: Traceback \(most recent call last\):$", log, re.M)
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
     assert log.rstrip().endswith("Received sigquit from a child process. It usually means the child failed.")
     assert srv.status("/health") == 0   # nothing listens any more
+
+
+def test_crash_ends_the_process_when_it_is_pid_1(tmp_path):
+    """In a container the server is PID 1 of its PID namespace, where the kernel drops a self-sent SIGKILL; the crash
+    fault must still end it (issue 14: SGLANG_SIM_CRASH_AFTER did nothing on the sandbox). ``unshare --pid --fork``
+    makes the simulator PID 1 of a new namespace, as podman does, without a container."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to start the simulator as PID 1 of a new PID namespace")
+    from sglang_sim.harness import SANDBOX_DIR, SHIM_DIR, free_port
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SHIM_DIR, SANDBOX_DIR]), SGLANG_SIM_INSTANT="1", SGLANG_SIM_CRASH_AFTER="1")
+    log_path = tmp_path / "pid1.log"
+    with open(str(log_path), "wb") as log:
+        proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-m", "sglang.launch_server",
+                                 "--model-path", "/models/Qwen3.5-122B-A10B", "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        url = "http://127.0.0.1:%d" % port
+        deadline = time.monotonic() + 20
+        while "fired up and ready" not in log_path.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.05)
+        assert "Started server process [1]" in log_path.read_text()   # it really is PID 1 of its namespace
+        assert post(url + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}})[0] == 200
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            post(url + "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 3}}, timeout=5)
+        assert proc.wait(10) == 137   # unshare passes on its child's exit status
+        assert "SGLANG_SIM_CRASH_AFTER=1, request 2 arrived" in log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
 
 
 def test_error_chunk_mid_stream(sglang_sim):

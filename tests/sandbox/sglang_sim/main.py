@@ -20,7 +20,7 @@ from sglang_sim import config as config_mod
 from sglang_sim import knobs as knobs_mod
 from sglang_sim.engine import Engine, Request
 from sglang_sim.logfmt import LogWriter, render_server_args
-from sglang_sim.server import App, _emit_internal
+from sglang_sim.server import App, _emit_internal, die
 from sglang_sim.timing import TimingModel
 
 RANK_JITTER = (0.0, 0.06, 0.03, 0.09, 0.02, 0.07, 0.04, 0.08)
@@ -183,7 +183,7 @@ class Simulator(object):
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
         self.log.line("Scheduler hit an exception: " + text, rank=0)
         self.log.line("Received sigquit from a child process. It usually means the child failed.")
-        os.kill(os.getpid(), signal.SIGKILL)
+        die()
 
     async def serve(self):
         """Load phase, HTTP server, scheduler; returns the exit code after SIGTERM/SIGINT (1 on bind failure/refusal)."""

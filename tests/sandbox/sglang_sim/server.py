@@ -472,7 +472,7 @@ class App(object):
 
     # -- faults -----------------------------------------------------------------------------------------
     def crash(self):
-        """SGLANG_SIM_CRASH_AFTER fault: log a scheduler crash as SGLang does and SIGKILL this process."""
+        """SGLANG_SIM_CRASH_AFTER fault: log a scheduler crash as SGLang does and end the process with status 137 (see :func:`die`)."""
         knob = self.cfg.knobs["crash_after"]
         self.log.line("Scheduler hit an exception: Traceback (most recent call last):\n"
                       '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2683, in run_scheduler_process\n'
@@ -480,7 +480,24 @@ class App(object):
                       "RuntimeError: CUDA error: an illegal memory access was encountered "
                       "(simulated fault: SGLANG_SIM_CRASH_AFTER=%d, request %d arrived)" % (knob, self.gen_requests), rank=0)
         self.log.line("Received sigquit from a child process. It usually means the child failed.")
-        os.kill(os.getpid(), signal.SIGKILL)
+        die()
+
+
+#: Exit status of a crashed simulator: 128 + SIGKILL (9), what a shell, podman and systemd report for a process
+#: killed by SIGKILL, which is how SGLang's ``kill_process_tree`` ends a server whose scheduler died.
+CRASH_EXIT_STATUS = 128 + signal.SIGKILL
+
+
+def die():
+    """End this process at once with CRASH_EXIT_STATUS (137), without cleanup, like SGLang's self-SIGKILL.
+
+    ``os._exit`` rather than ``os.kill(os.getpid(), SIGKILL)``: in a container the server is PID 1 of its PID
+    namespace, and the kernel drops signals that PID 1 has no handler for when they come from inside the namespace,
+    SIGKILL included, so a self-SIGKILL left the process running. ``os._exit`` ends PID 1 too; the kernel closes
+    every socket (in-flight streams break), podman reports 137 and systemd sees a failed main process
+    (``Restart=on-failure`` restarts it). The log is written with ``os.write`` (unbuffered), so nothing is lost.
+    """
+    os._exit(CRASH_EXIT_STATUS)
 
 
 def _num(value):
