@@ -206,8 +206,8 @@ class SGLangClient(object):
                     body = resp.read()
                 except (socket.timeout, socket.error, OSError) as exc:
                     status, reason = NO_RESPONSE, "reading the answer failed: %s" % to_native(exc)
-            else:
-                body = info.get("body") or b""
+            # on an HTTP error fetch_url returns the HTTPError as resp, its body already read into info["body"]
+            body = body or info.get("body") or b""
         else:
             try:
                 resp = open_url(url, data=data, headers=headers, method=method, timeout=timeout,

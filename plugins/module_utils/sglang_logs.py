@@ -513,10 +513,11 @@ def parse_log(text, last_run_only=True):
       by key and text, each with ``time`` and ``rank``).
 
     Idle intervals: ``gen throughput`` divides the tokens generated since the previous Decode line by the
-    wall time since it, idle time included, so the first Decode line of a run, and the first one after the
-    server had no running request (a ``Prefill batch`` with ``#running-req: 0`` since the previous Decode
-    line), understate the speed (e.g. 0.95 tok/s before 135.04). Those lines are marked
-    ``idle_interval: true`` and left out of the median.
+    wall time since it, idle time included (SGLang 0.5.9 ``scheduler_metrics_mixin.log_decode_stats``:
+    ``num_generated_tokens / (now - last_decode_stats_tic)``, the tic reset only by a Decode line), so a line
+    whose interval covers time in which nothing was decoding understates the speed (e.g. 0.95 or 0.14 tok/s
+    next to 135.04). See :func:`mark_idle_intervals` for the rule; those lines get ``idle_interval: true`` and
+    ``idle_reason`` and are left out of the median.
     """
     all_lines = text.splitlines()
     runs = find_runs(all_lines)
@@ -534,20 +535,17 @@ def parse_log(text, last_run_only=True):
         "ready": False,
     }
     seen_notes = set()
-    idle_pending = True  # the first Decode line of a run includes the startup time
+    batches = []
     for line in lines:
         prefix = split_prefix(line)
         message = prefix["message"]
         batch = _batch_from_prefix(prefix) if "batch" in message[:20] else None
         if batch is not None:
+            batches.append(batch)
             if batch["kind"] == "prefill":
                 result["prefill"] += 1
-                if batch.get("running_req") == 0:
-                    idle_pending = True
             else:
                 result["decode"] += 1
-                batch["idle_interval"] = idle_pending
-                idle_pending = False
                 result["decode_lines"].append(batch)
             continue
         load = _load_from_prefix(prefix) if message.startswith("Load weight end.") else None
@@ -572,6 +570,7 @@ def parse_log(text, last_run_only=True):
             found["rank"] = prefix["rank"]
             result[kind].append(found)
             break
+    mark_idle_intervals(batches)
     result.update(summarize_load_weights(result["load_weights"]))
     result.update(summarize_decode(result["decode_lines"]))
     args = result["server_args"] or {}
@@ -616,6 +615,67 @@ def summarize_load_weights(loads):
         "draft_missing_ranks": sorted(r for r in target_mem if r not in draft_mem) if draft_mem else [],
         "draft_before_target_ranks": sorted(draft_first),
     }
+
+
+#: A Decode line whose per-request gen throughput is below this fraction of the median of the other lines is an
+#: idle interval (see :func:`mark_idle_intervals`).
+IDLE_SPEED_FRACTION = 0.1
+#: The speed rule needs at least this many Decode lines not already marked idle (a median of fewer means little).
+IDLE_SPEED_MIN_LINES = 3
+
+
+def mark_idle_intervals(batches):
+    """Set ``idle_interval`` (bool) and ``idle_reason`` (str or None) on the Decode lines of ``batches``.
+
+    ``batches``: parsed Prefill and Decode lines of one server run (:func:`parse_batch_line` dicts), in log order.
+    A Decode line's ``gen throughput`` (SGLang 0.5.9: tokens generated since the previous Decode line of that
+    scheduler / wall time since it) counts idle time, so a line is an idle interval, and is left out of the
+    median gen throughput, when its interval covers time in which its scheduler had nothing to decode:
+
+    * ``first``: the first Decode line of a rank in the log window (its interval starts at server start or
+      before the window);
+    * ``idle_prefill``: a ``Prefill batch`` with ``#running-req: 0`` (the scheduler had no running request when
+      the new one arrived) was logged by the same rank since its previous Decode line;
+    * ``slow``: its gen throughput per running request (``gen throughput / #running-req``) is below
+      ``IDLE_SPEED_FRACTION`` (1/10) of the median of that ratio over the rank's lines not marked by the two
+      rules above, when there are at least ``IDLE_SPEED_MIN_LINES`` (3) of them. A decode step at the same batch
+      size does not run ten times slower than usual; such an interval holds idle time whose Prefill line is not
+      in the window, or a long prefill that stalled decoding, and is not the decode speed either way.
+
+    Ranks are told apart by their printed tags (``TP0``, ``DP1 TP4``, ...), so each DP scheduler has its own
+    intervals. Returns the Decode lines (the same dicts).
+    """
+    decode, pending = [], {}
+    for batch in batches:
+        rank = batch.get("rank") or ""
+        if batch["kind"] == "prefill":
+            if batch.get("running_req") == 0 and rank in pending:   # before a rank's first Decode line: "first" wins
+                pending[rank] = "idle_prefill"
+            continue
+        reason = pending.get(rank, "first")
+        batch["idle_reason"] = reason
+        batch["idle_interval"] = reason is not None
+        pending[rank] = None
+        decode.append(batch)
+    for rank in set(d.get("rank") or "" for d in decode):
+        mine = [d for d in decode if (d.get("rank") or "") == rank and _per_request_speed(d) is not None]
+        busy = [_per_request_speed(d) for d in mine if not d["idle_interval"]]
+        if len(busy) < IDLE_SPEED_MIN_LINES:
+            continue
+        floor = statistics.median(busy) * IDLE_SPEED_FRACTION
+        for d in mine:
+            if not d["idle_interval"] and _per_request_speed(d) < floor:
+                d["idle_interval"] = True
+                d["idle_reason"] = "slow"
+    return decode
+
+
+def _per_request_speed(decode_line):
+    """``gen throughput / #running-req`` (tok/s per running request) of a Decode line, None when either is missing."""
+    gen, running = decode_line.get("gen_throughput"), decode_line.get("running_req")
+    if not isinstance(gen, (int, float)) or isinstance(gen, bool) or not isinstance(running, int) or running < 1:
+        return None
+    return float(gen) / running
 
 
 def summarize_decode(decode_lines):

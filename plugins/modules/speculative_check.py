@@ -26,6 +26,9 @@ description:
   - The task fails (with every verdict and all evidence) when a verdict named in O(fail_on) is not C(pass) or C(skip).
   - The accept rate is recomputed one way for every version as C((accept_length - 1) / (num_draft_tokens - 1)), the fraction of
     proposed draft tokens accepted, because SGLang changed the definition it prints in 0.5.14.
+  - A probe that gets no answer within O(timeout) while C(/health) answers 200 is a stalled generation - C(accepting) fails and
+    names the stall (the time waited, the last Decode line logged) instead of reporting a missing accept length; a probe that
+    fails otherwise (an HTTP error, an error object, a broken connection) fails C(accepting) with that error.
 author:
   - llmops.sglang contributors (@llmops)
 attributes:
@@ -132,6 +135,16 @@ options:
     description: Lowest acceptable accept length (tokens per verify step per request, bonus token included; 1.00 = nothing accepted).
     type: float
     default: 1.2
+  accept_length_drop_warn:
+    description:
+      - Warn (C(warnings_found) key C(accept_length_falling), and an Ansible warning) when the accept length falls by more than this
+        fraction across the log window - the median of the first quarter of the Decode lines that print C(accept len) against the
+        median of the last quarter (at least 4 lines; see RV(accept_length_trend)).
+      - Catches acceptance that decays over uptime while the median still passes, as in sgl-project/sglang#37326 (2.00 to 1.05).
+        A change of workload also moves the accept length, so this warns and never fails.
+      - A fraction between 0 and 1; C(0.2) warns below 80% of the starting accept length.
+    type: float
+    default: 0.2
   fail_on:
     description: Verdicts that fail the task when their status is C(fail) or C(unknown). Others are still computed and returned.
     type: list
@@ -207,6 +220,16 @@ accept_length_source:
   description: Where C(accept_length) came from - C(probe), C(logs), C(metrics), C(server_info), or null.
   returned: always
   type: str
+accept_length_trend:
+  description:
+    - Accept length at the start of the log window against its end - C({lines, window_lines, first, last, change, change_fraction,
+      first_from, first_to, last_from, last_to, drop_warn, falling}) - C(first)/C(last) are the medians of the first/last
+      C(window_lines) (a quarter) of the C(lines) Decode lines that print C(accept len); times are SGLang's log times.
+    - Null when fewer than 4 Decode lines print an accept length (or no log was read).
+  returned: always
+  type: dict
+  sample: {lines: 12, window_lines: 3, first: 2.0, last: 1.05, change: -0.95, change_fraction: -0.475, falling: true, drop_warn: 0.2,
+           first_from: "2026-11-20 09:14:02", first_to: "2026-11-20 09:16:40", last_from: "2026-11-20 17:02:11", last_to: "2026-11-20 17:05:30"}
 accept_rate:
   description: C((accept_length - 1) / (num_draft_tokens - 1)) - accepted / proposed draft tokens, same definition for every version.
   returned: always
@@ -249,8 +272,8 @@ server_version:
   type: str
 warnings_found:
   description: Warnings that matter, from the logs (48-request cap, radix cache disabled, custom all-reduce disabled, spec v2 on/off,
-    ...) and from the server args (C(max_running_requests_capped) when the server runs speculation at 48 running requests), each
-    C({key, meaning, text}).
+    C(accept_length_falling) from RV(accept_length_trend), ...) and from the server args (C(max_running_requests_capped) when the
+    server runs speculation at 48 running requests), each C({key, meaning, text}).
   returned: always
   type: list
   elements: dict
@@ -270,7 +293,7 @@ ansible_facts:
   type: dict
   contains:
     llmops_speculative:
-      description: C({passed, speculation, algorithm, accept_length, accept_length_source, accept_rate, num_draft_tokens,
+      description: C({passed, speculation, algorithm, accept_length, accept_length_source, accept_length_trend, accept_rate, num_draft_tokens,
         gen_throughput, gen_throughput_source, probe_tok_per_s, draft_class, draft_kind, draft_mem_gb, target_class, server_version,
         warnings, verdicts}) where C(verdicts) maps each verdict to its status and reason.
       type: dict
@@ -280,6 +303,7 @@ ansible_facts:
 import datetime
 import os
 import re
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
@@ -300,6 +324,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logs import (
     split_prefix,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_metrics import sglang_summary
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_trends import accept_length_trend, falling_warning
 
 VERDICTS = ("ready", "configured", "loaded", "accepting", "as_intended")
 _DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
@@ -344,6 +369,9 @@ def validate_params(params):
     for name in ("log_max_bytes", "log_max_lines", "probe_max_new_tokens"):
         if params[name] < 1:
             errors.append("%s=%r must be at least 1" % (name, params[name]))
+    if not 0 < params["accept_length_drop_warn"] < 1:
+        errors.append("accept_length_drop_warn=%r must be a fraction between 0 and 1 (0.2 warns when the accept length falls by more "
+                      "than 20%% across the log window); set it to such a value or leave the default" % (params["accept_length_drop_warn"],))
     if params["min_accept_length"] < 1.0:
         errors.append("min_accept_length=%r is below 1.0, the accept length with no draft token accepted; use a value such as 1.2"
                       % (params["min_accept_length"],))
@@ -560,6 +588,7 @@ class Checker(object):
             self.sources["model_info"] = error_source(exc)
 
     def _probe(self):
+        started = time.monotonic()
         try:
             self.probe = self.client.generate_probe(prompt=self.p["probe_prompt"], max_new_tokens=self.p["probe_max_new_tokens"])
             self.sources["probe"] = {"status": "ok", "completion_tokens": self.probe["completion_tokens"],
@@ -567,6 +596,7 @@ class Checker(object):
                                      "spec": self.probe["spec"]["raw"], "finish_reason": self.probe["spec"]["finish_reason"]}
         except SGLangHTTPError as exc:
             self.sources["probe"] = error_source(exc)
+            self.sources["probe"]["elapsed_s"] = round(time.monotonic() - started, 3)
 
     def _metrics(self):
         try:
@@ -699,9 +729,33 @@ class Checker(object):
                        % (algo, where, args.get("speculative_num_steps"), args.get("speculative_eagle_topk"),
                           args.get("speculative_num_draft_tokens"), source), draft=where, **evidence)
 
+    def probe_failure(self):
+        """``(kind, reason)`` when the probe ran and failed, else None; kind ``stall`` (no answer within ``timeout``
+        although /health answered 200: generation stopped) or ``error`` (an HTTP error, an error object, a broken connection)."""
+        src = self.sources["probe"]
+        if not self.p["probe"] or src.get("status") != "error":
+            return None
+        last_decode = None
+        if self.log and self.log.get("decode_lines"):
+            last = self.log["decode_lines"][-1]
+            last_decode = "%s (%s tok/s, #running-req %s)" % (last.get("time"), last.get("gen_throughput"), last.get("running_req"))
+        waited = src.get("elapsed_s")
+        timed_out = src.get("http_status") == -1 and (
+            "timed out" in str(src.get("reason") or "").lower() or (waited is not None and waited >= 0.95 * self.p["timeout"]))
+        if timed_out:
+            return "stall", ("generation stalled: the probe /generate (%d tokens) got no answer within timeout=%g s although /health "
+                             "answered 200, so the server accepts requests but stopped generating (a hung scheduler or a stalled "
+                             "stream); last Decode line in the log: %s. Read the server log around that time; restart the server"
+                             % (self.p["probe_max_new_tokens"], self.p["timeout"], last_decode or "none read"))
+        return "error", "the probe /generate failed: %s" % src.get("msg")
+
     def _accepting(self):
         found = self.accept_length_sources()
         evidence = {"sources": dict(found), "min_accept_length": self.p["min_accept_length"]}
+        failure = self.probe_failure()
+        if failure is not None and (failure[0] == "stall" or not found):
+            evidence.update(probe_failure=failure[0], probe=self.sources["probe"])
+            return verdict("fail", failure[1], **evidence)
         if not found:
             return verdict("unknown", "no accept length: no probe spec fields, no Decode line with accept len, no sglang:spec_accept_length, "
                            "no avg_spec_accept_length (enable probe, metrics or logs)", **evidence)
@@ -800,6 +854,7 @@ def main():
             expect_speculative=dict(type="bool", default=True),
             expected=dict(type="dict", default={}),
             min_accept_length=dict(type="float", default=1.2),
+            accept_length_drop_warn=dict(type="float", default=0.2),
             fail_on=dict(type="list", elements="str", choices=list(VERDICTS), default=list(VERDICTS)),
         ),
         supports_check_mode=True,
@@ -825,6 +880,11 @@ def main():
     log = checker.log or {}
     warnings_found = [dict((k, w[k]) for k in ("key", "meaning", "text", "time", "rank") if k in w) for w in log.get("warnings", [])]
     warnings_found.extend(checker.extra_warnings())
+    trend = accept_length_trend(log.get("decode_lines") or [], module.params["accept_length_drop_warn"])
+    falling = falling_warning(trend)
+    if falling is not None:
+        warnings_found.append(falling)
+        module.warn("speculative_check on %s: %s; %s" % (module.params["url"], falling["text"], falling["meaning"]))
     result = dict(
         changed=False,
         passed=not failed,
@@ -833,6 +893,7 @@ def main():
         speculation=checker.speculation() if ready else "unknown",
         accept_length=accept_length,
         accept_length_source=accept_source,
+        accept_length_trend=trend,
         accept_rate=recompute_accept_rate(accept_length, num_draft),
         num_draft_tokens=num_draft,
         gen_throughput=gen,
@@ -847,7 +908,8 @@ def main():
         refusals=log.get("refusals", []),
         sources=checker.sources,
     )
-    facts = dict((k, result[k]) for k in ("passed", "speculation", "accept_length", "accept_length_source", "accept_rate", "num_draft_tokens",
+    facts = dict((k, result[k]) for k in ("passed", "speculation", "accept_length", "accept_length_source", "accept_length_trend",
+                                          "accept_rate", "num_draft_tokens",
                                           "gen_throughput", "gen_throughput_source", "probe_tok_per_s", "draft_class", "draft_kind",
                                           "draft_mem_gb", "target_class", "server_version"))
     facts["algorithm"] = args.get("speculative_algorithm")

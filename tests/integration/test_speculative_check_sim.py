@@ -125,6 +125,34 @@ def test_never_ready_fails_within_its_timeout(sglang_sim, capsys, version):
     assert res["failed_verdicts"][0] == "ready"
 
 
+def test_stalled_generation_is_named_a_stall_within_the_timeout(sglang_sim, capsys):
+    """Issue 14: a stream that stalls during verify ended in "no accept length ... (enable probe, metrics or logs)"."""
+    srv = sglang_sim(spec_args("0.5.9"), env=spec_env("0.5.9", SGLANG_SIM_STALL_AFTER_CHUNKS="3"), instant=True)
+    start = time.monotonic()
+    code, res = run_module(capsys, {"url": srv.url, "log_source": "file", "log_path": srv.log_path, "ready_timeout": 5, "timeout": 2})
+    elapsed = time.monotonic() - start
+    assert code == 1
+    acc = res["verdicts"]["accepting"]
+    assert acc["status"] == "fail" and acc["evidence"]["probe_failure"] == "stall"
+    assert acc["reason"].startswith("generation stalled: the probe /generate (256 tokens) got no answer within timeout=2 s "
+                                    "although /health answered 200"), acc["reason"]
+    assert "no accept length" not in res["msg"] and "accepting: generation stalled" in res["msg"]
+    assert res["verdicts"]["ready"]["status"] == "pass"
+    # the probe waits out timeout (2 s), the readiness poll, metrics and log reads add little: never the 60 s default
+    assert 2.0 <= elapsed < 8, elapsed
+
+
+def test_probe_error_chunk_names_the_error(sglang_sim, capsys):
+    srv = sglang_sim(spec_args("0.5.9"), env=spec_env("0.5.9", SGLANG_SIM_ERROR_AFTER_CHUNKS="3"), instant=True)
+    code, res = run_module(capsys, {"url": srv.url, "metrics": False, "ready_timeout": 5, "timeout": 5})
+    assert code == 1
+    acc = res["verdicts"]["accepting"]
+    assert acc["evidence"]["probe_failure"] == "error"
+    # the non-stream /generate answers HTTP 400 with SGLang's error object (the simulator's fault text)
+    assert acc["reason"].startswith("the probe /generate failed: probe generation: %s/generate answered HTTP 400" % srv.url), acc["reason"]
+    assert "SGLANG_SIM_ERROR_AFTER_CHUNKS=3" in acc["reason"]
+
+
 def test_no_speculation_passes_when_not_expected(sglang_sim, capsys):
     srv = sglang_sim(["--tp", "4", "--max-running-requests", "64", "--attention-backend", "triton"],
                      env={"SGLANG_SIM_VERSION": "0.5.9"}, instant=True)

@@ -445,3 +445,65 @@ def test_queued_at_48_signature():
         "cuda graph: True, gen throughput (token/s): 2200.00, #queue-req: 3",
     ])
     assert L.parse_log(log)["queued_at_48"] == 1
+
+
+def _decode(t, gen, running=1, rank="", accept=None):
+    tag = (" " + rank) if rank else ""
+    spec = "accept len: %.2f, accept rate: 1.00, " % accept if accept is not None else ""
+    return ("[2026-01-01 00:%s%s] Decode batch, #running-req: %d, #token: 100, token usage: 0.01, %scuda graph: True, "
+            "gen throughput (token/s): %.2f, #queue-req: 0" % (t, tag, running, spec, gen))
+
+
+def _prefill(t, running, rank=""):
+    tag = (" " + rank) if rank else ""
+    return ("[2026-01-01 00:%s%s] Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.01, "
+            "#running-req: %d, #queue-req: 0, input throughput (token/s): 10.00, cuda graph: False" % (t, tag, running))
+
+
+def test_idle_interval_without_its_prefill_line_is_excluded_by_speed():
+    """Issue 14: the 0.14 tok/s line after an idle gap was counted. Here its Prefill line is outside the window (or was
+    never logged), so only the speed rule can tell: per-request 0.14 is below 1/10 of the median of 133.10, 0.14, 134.50."""
+    log = "\n".join([_decode("00:01", 135.04), _decode("00:02", 133.10), _decode("09:30", 0.14), _decode("09:31", 134.50)])
+    res = L.parse_log(log)
+    assert [(d["idle_interval"], d["idle_reason"]) for d in res["decode_lines"]] == [
+        (True, "first"), (False, None), (True, "slow"), (False, None)]
+    assert res["gen_throughput"] == 133.80        # median of 133.10 and 134.50
+    assert res["gen_throughput_excluded"] == [135.04, 0.14]
+
+
+def test_idle_speed_rule_is_per_running_request():
+    """64 running requests at 20 tok/s each (1280 tok/s) is a busy batch, not an idle one: per request 20 >= 135 / 10."""
+    log = "\n".join([_decode("00:01", 1.0), _decode("00:02", 135.00), _decode("00:03", 134.00), _decode("00:04", 1280.00, running=64),
+                     _decode("00:05", 133.00)])
+    res = L.parse_log(log)
+    # per-request speeds of the lines not marked first: 135, 134, 20, 133 -> median 133.5, floor 13.35: nothing below it
+    assert [d["idle_reason"] for d in res["decode_lines"]] == ["first", None, None, None, None]
+    assert res["gen_throughput"] == 134.50        # median of 135, 134, 1280, 133
+
+
+def test_idle_speed_rule_needs_three_busy_lines():
+    log = "\n".join([_decode("00:01", 1.0), _decode("00:02", 135.00), _decode("00:03", 0.50)])
+    res = L.parse_log(log)
+    assert [d["idle_reason"] for d in res["decode_lines"]] == ["first", None, None]
+    assert res["gen_throughput"] == pytest.approx(67.75)   # (135 + 0.5) / 2: two lines are too few to call one slow
+
+
+def test_idle_prefill_rule_is_per_dp_rank():
+    """With DP attention each scheduler prints its own lines: DP1's idle Prefill does not mark DP0's next Decode line."""
+    log = "\n".join([
+        _decode("00:01", 1.00, rank="DP0 TP0"), _decode("00:01", 1.00, rank="DP1 TP1"),
+        _decode("00:02", 120.00, rank="DP0 TP0"), _decode("00:02", 118.00, rank="DP1 TP1"),
+        _prefill("00:40", 0, rank="DP1 TP1"),
+        _decode("00:41", 121.00, rank="DP0 TP0"), _decode("00:41", 3.00, rank="DP1 TP1"),
+    ])
+    res = L.parse_log(log)
+    assert [(d["rank"], d["idle_reason"]) for d in res["decode_lines"]] == [
+        ("DP0 TP0", "first"), ("DP1 TP1", "first"), ("DP0 TP0", None), ("DP1 TP1", None), ("DP0 TP0", None), ("DP1 TP1", "idle_prefill")]
+    assert res["gen_throughput"] == 120.00        # median of 120, 118, 121
+
+
+def test_prefill_before_the_first_decode_line_keeps_the_first_reason():
+    log = "\n".join([_prefill("00:00", 0), _decode("00:01", 0.95), _prefill("00:05", 0), _decode("00:06", 2.00), _decode("00:07", 130.00)])
+    res = L.parse_log(log)
+    assert [d["idle_reason"] for d in res["decode_lines"]] == ["first", "idle_prefill", None]
+    assert res["gen_throughput"] == 130.00

@@ -44,8 +44,8 @@ class Server(object):
         if isinstance(answer, list):
             answer = answer.pop(0) if len(answer) > 1 else answer[0]
         status, body = answer
-        if status == -1:
-            return None, {"status": -1, "msg": "Request failed: <urlopen error [Errno 111] Connection refused>", "url": url}
+        if status == -1:   # no HTTP answer; the body, when given, is fetch_url's message
+            return None, {"status": -1, "msg": body or "Request failed: <urlopen error [Errno 111] Connection refused>", "url": url}
         if status >= 400:
             return None, {"status": status, "msg": "HTTP Error %d" % status, "body": body.encode(), "url": url}
         return FakeResp(body), {"status": status, "msg": "OK", "url": url}
@@ -289,6 +289,8 @@ def test_file_since_window_uses_sglang_timestamps(mocker, capsys, sg, mtp_routes
     ({"url": "localhost:30000"}, "url='localhost:30000' is not an SGLang base URL"),
     ({"timeout": 0}, "timeout=0.0 must be a positive number of seconds"),
     ({"expected": {"tp_size": [4]}}, "expected.tp_size=[4]: only scalar server args can be compared"),
+    ({"accept_length_drop_warn": 1.5}, "accept_length_drop_warn=1.5 must be a fraction between 0 and 1"),
+    ({"accept_length_drop_warn": 0}, "accept_length_drop_warn=0.0 must be a fraction between 0 and 1"),
 ])
 def test_bad_options_fail_before_any_request(mocker, capsys, args, fragment):
     code, server, rc = run(mocker, args, {})
@@ -337,3 +339,110 @@ def test_queued_at_48_warning_from_logs(mocker, capsys, mtp_routes, tmp_path):
     res = out(capsys)
     assert [w["key"] for w in res["warnings_found"]] == ["queued_at_48_running"]
     assert res["warnings_found"][0]["text"] == "1 Decode lines show #running-req: 48 with requests queued"
+
+
+def _decode_line(minute, accept, gen=135.0):
+    return ("[2026-11-20 %s TP0] Decode batch, #running-req: 1, #full token: 300, full token usage: 0.00, mamba num: 2, mamba usage: 0.01, "
+            "accept len: %.2f, accept rate: %.2f, cuda graph: True, gen throughput (token/s): %.2f, #queue-req: 0\n"
+            % (minute, accept, accept / 2.0, gen))
+
+
+#: sgl-project/sglang#37326 as a log: accept length 2.00 after start, 1.05 eight hours later (12 Decode lines)
+DECAY = [("09:14:02", 2.00), ("09:15:10", 1.98), ("09:16:40", 2.01), ("10:30:00", 1.90), ("11:45:00", 1.75), ("12:20:00", 1.60),
+         ("13:05:00", 1.45), ("14:10:00", 1.30), ("15:00:00", 1.20), ("17:02:11", 1.10), ("17:04:00", 1.05), ("17:05:30", 1.05)]
+
+
+def test_accept_length_decay_over_uptime_warns(mocker, capsys, mtp_routes, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("".join(_decode_line(t, a) for t, a in DECAY))
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log)}, mtp_routes)
+    res = out(capsys)
+    assert code == 0, res.get("msg")        # the fresh probe still says 2.0: it warns, it does not fail
+    trend = res["accept_length_trend"]
+    # 12 lines -> quarters of 3: first = median(2.00, 1.98, 2.01) = 2.00, last = median(1.10, 1.05, 1.05) = 1.05
+    assert (trend["lines"], trend["window_lines"], trend["first"], trend["last"]) == (12, 3, 2.0, 1.05)
+    assert trend["change"] == -0.95 and trend["change_fraction"] == -0.475 and trend["falling"] is True
+    assert (trend["first_from"], trend["last_to"]) == ("2026-11-20 09:14:02", "2026-11-20 17:05:30")
+    warn = [w for w in res["warnings_found"] if w["key"] == "accept_length_falling"]
+    assert len(warn) == 1
+    assert warn[0]["text"].startswith("accept length fell from 2.00 (median of the first 3 Decode lines, 2026-11-20 09:14:02 to "
+                                      "2026-11-20 09:16:40) to 1.05 (median of the last 3, 2026-11-20 17:02:11 to 2026-11-20 17:05:30): "
+                                      "-47.5%, more than accept_length_drop_warn=0.2 (20%)")
+    assert "sgl-project/sglang#37326" in warn[0]["meaning"]
+    # shown as an Ansible warning too (ansible-core 2.19 returns warnings as events)
+    assert any("accept length fell from 2.00" in w["event"]["msg"] for w in res["warnings"])
+    assert res["ansible_facts"]["llmops_speculative"]["accept_length_trend"]["falling"] is True
+
+
+def test_accept_length_decay_threshold_is_an_option(mocker, capsys, mtp_routes, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("".join(_decode_line(t, a) for t, a in DECAY))
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log), "accept_length_drop_warn": 0.5}, mtp_routes)
+    res = out(capsys)
+    # -47.5% is not a fall of more than 50%
+    assert res["accept_length_trend"]["falling"] is False
+    assert "accept_length_falling" not in [w["key"] for w in res["warnings_found"]]
+
+
+def test_steady_accept_length_has_a_trend_and_no_warning(mocker, capsys, mtp_routes, tmp_path):
+    log = tmp_path / "server.log"
+    steady = [("09:00:00", 2.00), ("09:01:00", 2.10), ("09:02:00", 1.95), ("09:03:00", 2.05), ("09:04:00", 1.90), ("09:05:00", 2.00),
+              ("09:06:00", 2.02), ("09:07:00", 1.98)]
+    log.write_text("".join(_decode_line(t, a) for t, a in steady))
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log)}, mtp_routes)
+    res = out(capsys)
+    # 8 lines -> quarters of 2: first = median(2.00, 2.10) = 2.05, last = median(2.02, 1.98) = 2.00; -0.05 / 2.05 = -2.44%
+    trend = res["accept_length_trend"]
+    assert (trend["first"], trend["last"], trend["change_fraction"], trend["falling"]) == (2.05, 2.0, -0.0244, False)
+    assert code == 0 and "accept_length_falling" not in [w["key"] for w in res["warnings_found"]]
+
+
+def test_no_trend_from_fewer_than_four_lines(mocker, capsys, mtp_routes, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("".join(_decode_line(t, a) for t, a in DECAY[:3]))
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log)}, mtp_routes)
+    assert out(capsys)["accept_length_trend"] is None
+
+
+def test_probe_timeout_is_named_a_stall(mocker, capsys, sg, mtp_routes, tmp_path):
+    """Issue 14: a stalled stream during verify ended in "no accept length ... (enable probe, metrics or logs)"."""
+    routes = dict(mtp_routes)
+    routes["/generate"] = (-1, "Request failed: <urlopen error timed out>")
+    routes["/metrics"] = (404, "")
+    routes["/server_info"] = (200, json.dumps({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 2, "model_path": "/m"}))
+    log = tmp_path / "server.log"
+    log.write_text(_decode_line("09:14:02", 2.0, gen=0.0).replace("accept len: 2.00, accept rate: 1.00, ", ""))
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log), "timeout": 30}, routes)
+    res = out(capsys)
+    # loaded is unknown too: this log window holds no Load weight end. line and no accepted token proves a draft
+    assert code == 1 and res["failed_verdicts"] == ["loaded", "accepting"]
+    acc = res["verdicts"]["accepting"]
+    assert acc["reason"] == ("generation stalled: the probe /generate (256 tokens) got no answer within timeout=30 s although /health "
+                             "answered 200, so the server accepts requests but stopped generating (a hung scheduler or a stalled "
+                             "stream); last Decode line in the log: 2026-11-20 09:14:02 (0.0 tok/s, #running-req 1). Read the server "
+                             "log around that time; restart the server")
+    assert acc["evidence"]["probe_failure"] == "stall"
+    assert "no accept length" not in res["msg"]
+
+
+def test_probe_stall_fails_even_when_older_evidence_has_an_accept_length(mocker, capsys, mtp_routes):
+    routes = dict(mtp_routes)
+    routes["/generate"] = (-1, "Request failed: <urlopen error timed out>")
+    code, dummy, dummy2 = run(mocker, {}, routes)
+    res = out(capsys)
+    acc = res["verdicts"]["accepting"]
+    assert code == 1 and acc["evidence"]["probe_failure"] == "stall"
+    assert acc["evidence"]["sources"] == {"metrics": 2.0, "server_info": 1.98}   # kept as evidence, but a stalled server fails
+    assert "last Decode line in the log: none read" in acc["reason"]
+
+
+def test_probe_connection_refused_is_an_error_not_a_stall(mocker, capsys, mtp_routes):
+    routes = dict(mtp_routes)
+    routes["/generate"] = (-1, "")
+    routes["/metrics"] = (404, "")
+    routes["/server_info"] = (200, json.dumps({"speculative_algorithm": "EAGLE", "model_path": "/m"}))
+    code, dummy, dummy2 = run(mocker, {}, routes)
+    acc = out(capsys)["verdicts"]["accepting"]
+    assert acc["evidence"]["probe_failure"] == "error"
+    assert acc["reason"].startswith("the probe /generate failed: probe generation: no HTTP answer from http://127.0.0.1:30000/generate "
+                                    "(Request failed: <urlopen error [Errno 111] Connection refused>)")
