@@ -21,7 +21,8 @@ Filters:
   driver_upgrade(facts, image_cuda_version='13.0')          -> {upgrade, installed, floor, reason}
   nccl_p2p_policy(facts, tp=1, policy='auto' (alias policy_name), gpus=None, force=False, nnodes=1)
                                                            -> {p2p, env, disable_custom_all_reduce, gpus, reasons, reason, warnings}
-  reboot_policy(needed, allowed, connection='ssh', variable='iommu_reboot_allowed') -> {action, reason}
+  reboot_policy(needed, allowed, connection='ssh', variable='iommu_reboot_allowed', addresses=None, machine_id=None)
+                                                           -> {action, reason, control_node}
   host_decisions(facts, settings)                          -> {decisions: {...}, refusals: [...]}
   host_refusals(facts, settings)                           -> [message, ...]
   gpu_architecture(compute_capability)                     -> "Hopper", "Blackwell", ...
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmops.sglang.plugins.module_utils import control_node as cn
 from ansible_collections.llmops.sglang.plugins.module_utils import platform_policy as pp
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia_smi import architecture_from_cc
 
@@ -107,9 +109,22 @@ def nccl_p2p_policy(facts, tp=1, policy="auto", gpus=None, force=False, nnodes=1
     return _call(pp.nccl_p2p_policy, facts, tp, policy, gpus, _bool(force), int(nnodes or 1), variable, force_variable)
 
 
-def reboot_policy(needed, allowed, connection="ssh", variable="iommu_reboot_allowed"):
-    """none | reboot | pending; refuses rebooting the control node (local connection)."""
-    return _call(pp.reboot_policy, _bool(needed), _bool(allowed), connection, variable)
+def reboot_policy(needed, allowed, connection="ssh", variable="iommu_reboot_allowed", addresses=None, machine_id=None):
+    """none | reboot | pending; refuses rebooting the control node.
+
+    The control node is recognised by the connection (``local``) and, when ``addresses`` is given (the target's
+    facts ``all_ipv4_addresses`` + ``all_ipv6_addresses``, list of str), by address: the filter runs on the
+    controller and compares them with the controller's own addresses, a shared address confirmed by the machine
+    id when both sides know it (``machine_id``: the target's ``ansible_facts.machine_id``). See
+    ``module_utils/control_node.py``. The result has ``control_node`` (the match, or None without addresses).
+    """
+    match = None
+    if addresses:
+        match = cn.control_node_match(list(addresses), cn.controller_addresses(), machine_id, cn.controller_machine_id())
+    result = _call(pp.reboot_policy, _bool(needed), _bool(allowed), connection, variable,
+                   is_control_node=bool(match and match["is_control_node"]), control_reason=match["reason"] if match else None)
+    result["control_node"] = match
+    return result
 
 
 def host_decisions(facts, settings=None):

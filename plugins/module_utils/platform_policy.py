@@ -588,21 +588,24 @@ def _p2p_token(matrices, a, b):
 # reboot
 
 
-def reboot_policy(needed, allowed, connection="ssh", variable="iommu_reboot_allowed", is_control_node=False):
+def reboot_policy(needed, allowed, connection="ssh", variable="iommu_reboot_allowed", is_control_node=False, control_reason=None):
     """Decide what to do when a change needs a reboot.
 
     Returns ``{"action": "none" | "reboot" | "pending", "reason"}``: ``pending`` means "record
     reboot pending and stop before serving". Raises :class:`PolicyRefusal` when a reboot is needed
-    and allowed but the host is the control node (``connection`` ``local`` or
-    ``is_control_node``): rebooting it would kill the play that asked for it.
+    and allowed but the host is the control node (``connection`` ``local``, or ``is_control_node``, e.g.
+    an SSH connection to one of the controller's own addresses, see ``control_node.control_node_match``;
+    ``control_reason`` says how that was found): rebooting it would kill the play that asked for it.
     """
     if not needed:
         return {"action": "none", "reason": "no change needs a reboot"}
     if not allowed:
         return {"action": "pending", "reason": "a reboot is needed and %s is false: reboot pending, serving stops before start" % variable}
     if connection in ("local", "ansible.builtin.local") or is_control_node:
-        raise PolicyRefusal(variable, allowed, "this host is the control node (connection %s): rebooting it would kill the running play"
-                            % connection, "reboot the host by hand, or run the play from another machine over ssh",
+        why = ("this host is the control node (connection %s)" % connection) if connection in ("local", "ansible.builtin.local") \
+            else (control_reason or "this host is the control node")
+        raise PolicyRefusal(variable, allowed, "%s: rebooting it would kill the running play" % why,
+                            "reboot the host by hand, or run the play from another machine over ssh",
                             row="reboot needed, reboot not allowed")
     return {"action": "reboot", "reason": "a reboot is needed and %s is true" % variable}
 
