@@ -437,13 +437,23 @@ def _domain_from_types(types):
     return "mixed"
 
 
-def iommu_facts(sysfs_root, gpu_bus_ids, cmdline_params=None, kernel_log=None):
+def iommu_facts(sysfs_root, gpu_bus_ids, cmdline_params=None, kernel_log=None, guest=False):
     """Build the ``iommu`` fact.
 
     ``gpu_bus_ids``: sysfs-form addresses of the GPUs (from nvidia-smi or PCI enumeration);
-    ``cmdline_params``: :func:`parse_cmdline` ``params``; ``kernel_log``: :func:`parse_kernel_log`.
+    ``cmdline_params``: :func:`parse_cmdline` ``params``; ``kernel_log``: :func:`parse_kernel_log`;
+    ``guest``: this kernel runs in a VM (:func:`virtualization_facts` ``role == "guest"``).
 
-    Returns ``{"enabled": bool, "units": ["ivhd0", ...], "group_count": int,
+    No group in ``/sys/kernel/iommu_groups`` and no unit in ``/sys/class/iommu`` means no IOMMU is
+    exposed to this kernel. On a host that is the IOMMU off (``off``, source ``sysfs``), whatever the
+    kernel log names (the kernel prints ``iommu: Default domain type`` even without IOMMU hardware).
+    In a guest it is a VM without a virtual IOMMU, where the GPUs' DMA is translated, if at all, by the
+    hypervisor's IOMMU, which this kernel cannot see: the fact then reads what the kernel says, the
+    default domain of its log (``kernel_log``), else of its command line (``cmdline``), else ``unknown``,
+    with ``enabled`` false, ``present`` false and a ``note`` saying so.
+
+    Returns ``{"enabled": bool, "present": bool (a group or a unit exists), "note": str | None,
+    "units": ["ivhd0", ...], "group_count": int,
     "default_domain": "translated" | "passthrough" | "off" | "mixed" | "unknown",
     "default_domain_source": "kernel_log" | "groups" | "cmdline" | "sysfs" | None,
     "tlb_policy": "lazy" | "strict" | None, "cmdline_mode": see :func:`cmdline_iommu_mode`,
@@ -472,20 +482,30 @@ def iommu_facts(sysfs_root, gpu_bus_ids, cmdline_params=None, kernel_log=None):
         })
     log = kernel_log or {}
     cmd_mode = cmdline_iommu_mode(cmdline_params)
-    domain, source = None, None
-    if os.path.isdir(os.path.join(sysfs_root, "kernel", "iommu_groups")) and not groups and not units:
-        # no group and no IOMMU unit: translation is off (or absent), whatever default the kernel log
+    domain, source, note = None, None, None
+    absent = os.path.isdir(os.path.join(sysfs_root, "kernel", "iommu_groups")) and not groups and not units
+    if absent and not guest:
+        # no group and no IOMMU unit on a host: translation is off (or absent), whatever default the kernel log
         # names (the kernel prints "Default domain type" even without IOMMU hardware)
         domain, source = "off", "sysfs"
-    if domain is None and log.get("iommu_default_domain"):
+    elif absent:
+        domain, source = (log["iommu_default_domain"], "kernel_log") if log.get("iommu_default_domain") else (cmd_mode, "cmdline")
+        if domain is None:
+            source = None
+        note = ("no IOMMU is exposed to this VM (no group in /sys/kernel/iommu_groups, no unit in /sys/class/iommu): the default domain "
+                "is what this kernel says (%s); the GPUs' DMA is translated, if at all, by the hypervisor's IOMMU, which the guest cannot see"
+                % ("%s, from its %s" % (domain, "log" if source == "kernel_log" else "command line") if domain else "it says none"))
+    if domain is None and not absent and log.get("iommu_default_domain"):
         domain, source = log["iommu_default_domain"], "kernel_log"
-    if domain is None:
+    if domain is None and not absent:
         domain = _domain_from_types([g["type"] for g in gpu_groups]) or _domain_from_types([g["type"] for g in groups.values()])
         source = "groups" if domain else None
-    if domain is None and cmd_mode:
+    if domain is None and not absent and cmd_mode:
         domain, source = cmd_mode, "cmdline"
     return {
-        "enabled": domain != "off" and (bool(groups) or bool(units) or domain in ("translated", "passthrough", "mixed")),
+        "enabled": not absent and domain != "off" and (bool(groups) or bool(units) or domain in ("translated", "passthrough", "mixed")),
+        "present": bool(groups) or bool(units),
+        "note": note,
         "units": units,
         "group_count": len(groups),
         "default_domain": domain or "unknown",

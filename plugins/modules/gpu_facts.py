@@ -314,8 +314,17 @@ ansible_facts:
           type: dict
           contains:
             enabled:
-              description: "True when IOMMU groups or units exist"
+              description: "True when IOMMU groups or units exist and the default domain is not off"
               type: bool
+            present:
+              description: "True when an IOMMU group or unit is visible to this kernel"
+              type: bool
+            note:
+              description:
+                - "In a VM that sees no IOMMU (no group, no unit): says so and where default_domain came from; else null."
+                - "On a host the same empty sysfs reads as default_domain off; in a guest default_domain is what the kernel says
+                  (its log, else its command line, else unknown), because the hypervisor's IOMMU is invisible to the guest."
+              type: str
             default_domain:
               description: "translated, passthrough, off, mixed or unknown"
               type: str
@@ -600,7 +609,6 @@ class Gatherer(object):
             cmdline = {"raw": "", "tokens": [], "params": {}, "init_args": [], "source": None}
             self.warn("no kernel command line (%s missing and none in the kernel log)" % self.proc("cmdline"))
         facts["cmdline"] = cmdline
-        facts["iommu"] = hf.iommu_facts(p["sysfs_root"], [g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")], cmdline["params"], log)
         cpu = hf.parse_cpuinfo(hf.read_text(self.proc("cpuinfo")))
         facts["cpu"] = cpu
         facts["cpu_vendor"] = cpu["vendor"]
@@ -610,6 +618,9 @@ class Gatherer(object):
         facts["virtualization"] = hf.virtualization_facts(
             cpu, hf.first_line(self.sys("class", "dmi", "id", "sys_vendor")), hf.first_line(self.sys("class", "dmi", "id", "product_name")),
             hf.first_line(self.sys("hypervisor", "type")), len(pci["gpus"]) or (len(gpus) if smi_ok else 0), modes)
+        # the IOMMU fact reads the virtualization role: a VM without a virtual IOMMU is not a host with the IOMMU off
+        facts["iommu"] = hf.iommu_facts(p["sysfs_root"], [g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")], cmdline["params"], log,
+                                        guest=facts["virtualization"]["role"] == "guest")
         # GPUs bound to vfio-pci are handed to VMs: nvidia-smi on this host does not see them
         facts["virtualization"]["vfio_gpus"] = [d["pci_bus_id"] for d in pci["gpus"] if d["driver"] == "vfio-pci"]
         grub = hf.parse_grub_defaults(hf.grub_default_files(p["etc_root"]))

@@ -171,6 +171,7 @@ def test_iommu_off_and_identity(tmp_path):
     # the kernel prints "Default domain type: Translated" even without IOMMU hardware: empty sysfs wins
     logged = hf.iommu_facts(str(off), [], {}, {"iommu_default_domain": "translated"})
     assert (logged["default_domain"], logged["enabled"]) == ("off", False)
+    assert (logged["present"], logged["note"]) == (False, None)
     ident = str(tmp_path / "ident")
     _dev(ident, "0000:17:00.0", "0x10de", "0x030200", group="3")
     with open(os.path.join(ident, "kernel", "iommu_groups", "3", "type"), "w") as handle:
@@ -204,3 +205,33 @@ def test_grub_shell_expansion_and_file_order(tmp_path):
     g = hf.parse_grub_defaults(files)
     assert g["cmdline_linux_default"] == "quiet a=1 b=1"
     assert g["cmdline_linux"] == ""
+
+
+def test_iommu_in_a_guest_without_a_virtual_iommu_reads_the_kernel(tmp_path):
+    """Issue 14: a VM with an empty /sys/kernel/iommu_groups read "off". The guest cannot see the hypervisor's IOMMU; the
+    fact says what the guest kernel says (its log's default domain) and that no IOMMU is exposed to it."""
+    sysfs = tmp_path / "vm"
+    os.makedirs(str(sysfs / "kernel" / "iommu_groups"))
+    _dev(str(sysfs), "0000:00:06.0", "0x10de", "0x030200")       # the passed-through H200, no group in the guest
+    f = hf.iommu_facts(str(sysfs), ["0000:00:06.0"], {}, {"iommu_default_domain": "translated"}, guest=True)
+    assert (f["default_domain"], f["default_domain_source"], f["enabled"], f["present"]) == ("translated", "kernel_log", False, False)
+    assert f["note"].startswith("no IOMMU is exposed to this VM (no group in /sys/kernel/iommu_groups, no unit in /sys/class/iommu): "
+                                "the default domain is what this kernel says (translated, from its log)")
+    assert f["gpu_groups"] == [{"pci_bus_id": "0000:00:06.0", "group": None, "type": None, "devices": [], "shared": False}]
+    # no kernel log line: the command line, else unknown (never "off", which only a host's empty sysfs means)
+    g = hf.iommu_facts(str(sysfs), [], {"iommu": "pt"}, None, guest=True)
+    assert (g["default_domain"], g["default_domain_source"]) == ("passthrough", "cmdline")
+    h = hf.iommu_facts(str(sysfs), [], {}, None, guest=True)
+    assert (h["default_domain"], h["default_domain_source"], h["enabled"]) == ("unknown", None, False)
+    assert "(it says none)" in h["note"]
+    # the same tree on a host is the IOMMU off
+    assert hf.iommu_facts(str(sysfs), [], {}, {"iommu_default_domain": "translated"}, guest=False)["default_domain"] == "off"
+
+
+def test_iommu_in_a_guest_with_a_virtual_iommu_reads_its_groups(tmp_path):
+    sysfs = str(tmp_path)
+    _dev(sysfs, "0000:00:06.0", "0x10de", "0x030200", group="4")
+    with open(os.path.join(sysfs, "kernel", "iommu_groups", "4", "type"), "w") as handle:
+        handle.write("DMA\n")
+    f = hf.iommu_facts(sysfs, ["0000:00:06.0"], {}, None, guest=True)
+    assert (f["default_domain"], f["default_domain_source"], f["enabled"], f["present"], f["note"]) == ("translated", "groups", True, True, None)
