@@ -369,6 +369,26 @@ def virtualization_facts(cpu, sys_vendor, product_name, hypervisor_type, nvidia_
 
 
 # ---------------------------------------------------------------------------------------------
+# nvidia-uvm module parameters (sysfs)
+
+
+def nvidia_uvm_facts(sysfs_root="/sys"):
+    """The loaded ``nvidia_uvm`` module's HMM setting from ``<sysfs_root>/module/nvidia_uvm``.
+
+    ``parameters/uvm_disable_hmm`` holds ``Y`` or ``N`` (a bool module parameter, NVIDIA open kernel modules
+    ``uvm.c``: ``module_param(uvm_disable_hmm, bool, S_IRUGO)``); it is read when the module loads, so a
+    ``/etc/modprobe.d`` option takes effect at the next load (reboot or module reload).
+
+    Returns ``{"loaded": bool (the module directory exists), "uvm_disable_hmm": True | False | None (None: not
+    loaded, or a driver without the parameter)}``.
+    """
+    base = os.path.join(sysfs_root, "module", "nvidia_uvm")
+    value = first_line(os.path.join(base, "parameters", "uvm_disable_hmm"))
+    flag = {"Y": True, "N": False, "1": True, "0": False}.get((value or "").strip().upper())
+    return {"loaded": os.path.isdir(base), "uvm_disable_hmm": flag}
+
+
+# ---------------------------------------------------------------------------------------------
 # PCI and IOMMU (sysfs)
 
 

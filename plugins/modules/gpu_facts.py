@@ -13,7 +13,7 @@ description:
   - Runs C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,compute_cap,memory.total,uuid --format=csv,noheader,nounits),
     C(nvidia-smi topo -p2p <mode>) for each of O(p2p_modes), C(nvidia-smi topo -m) and (optionally) C(nvidia-smi -q), and reads
     C(/proc/driver/nvidia/version), C(/proc/cmdline), C(/proc/cpuinfo), C(/sys/kernel/iommu_groups), C(/sys/bus/pci/devices),
-    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/class/dmi/id), C(/etc/default/grub) with C(/etc/default/grub.d/*.cfg)
+    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/module/nvidia_uvm/parameters/uvm_disable_hmm), C(/sys/class/dmi/id), C(/etc/default/grub) with C(/etc/default/grub.d/*.cfg)
     and the kernel log.
   - Returns everything under C(ansible_facts.llmops_gpu). nvidia-smi failures (binary missing, no driver, no devices,
     NVML driver/library version mismatch, other errors, a timeout) become C(smi_state) values with the first output line
@@ -368,6 +368,11 @@ ansible_facts:
         cpu:
           description: "vendor, vendor_id, model_name, flags (relevant flags present: hypervisor sev sev_es sev_snp sme svm vmx), hypervisor, sev_snp_flag."
           type: dict
+        nvidia_uvm:
+          description:
+            - "The loaded nvidia_uvm module (/sys/module/nvidia_uvm): loaded (bool), uvm_disable_hmm (bool from parameters/uvm_disable_hmm
+              Y/N, null when the module is not loaded or has no such parameter)."
+          type: dict
         sev_snp:
           description:
             - "SEV-SNP state: active (bool), cpu_flag (bool), kvm_amd_sev_snp (Y/N/null), kernel_log (enabled, conflict or null),
@@ -618,6 +623,7 @@ class Gatherer(object):
         facts["virtualization"] = hf.virtualization_facts(
             cpu, hf.first_line(self.sys("class", "dmi", "id", "sys_vendor")), hf.first_line(self.sys("class", "dmi", "id", "product_name")),
             hf.first_line(self.sys("hypervisor", "type")), len(pci["gpus"]) or (len(gpus) if smi_ok else 0), modes)
+        facts["nvidia_uvm"] = hf.nvidia_uvm_facts(p["sysfs_root"])
         # the IOMMU fact reads the virtualization role: a VM without a virtual IOMMU is not a host with the IOMMU off
         facts["iommu"] = hf.iommu_facts(p["sysfs_root"], [g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")], cmdline["params"], log,
                                         guest=facts["virtualization"]["role"] == "guest")

@@ -580,3 +580,83 @@ def test_daemon_json_invalid_is_refused_untouched(tmp_path):
     assert rc != 0
     assert "is not valid JSON" in text and "Nothing was changed" in text
     assert path.read_text() == broken
+
+
+def test_driver_refuses_a_non_boolean_uvm_disable_hmm(tmp_path):
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "plan.yml")],
+                                  {"nvidia_driver_uvm_disable_hmm": "auto"})
+    assert rc != 0
+    flat = " ".join(text.split())
+    assert "nvidia_driver_uvm_disable_hmm is 'auto': it must be a boolean" in flat
+    assert "Fix: set nvidia_driver_uvm_disable_hmm: true on RTX 50 / RTX PRO 6000 hosts" in flat
+
+
+def test_driver_uvm_disable_hmm_writes_the_modprobe_option(tmp_path):
+    """Check mode + diff on the control node: the file and its one option line, nothing written."""
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU),
+                                  [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "services.yml")],
+                                  {"nvidia_driver_uvm_disable_hmm": True, "nvidia_driver_blacklist_nouveau": False,
+                                   "nvidia_driver_persistenced": False, "nvidia_driver_fabricmanager": "disabled"}, check=True)
+    assert rc == 0, text[-3000:]
+    assert "+options nvidia-uvm uvm_disable_hmm=1" in text
+    assert "TASK [llmops.sglang.nvidia_driver : Turn off HMM in nvidia-uvm" in text
+    assert "changed: [target]" in text.split("Turn off HMM in nvidia-uvm", 1)[1].split("TASK [", 1)[0]
+
+
+def _model_dir(tmp_path, total_size=None, files=(), config=None, index_text=None):
+    model = tmp_path / "models" / "Qwen3.5-122B-A10B"
+    model.mkdir(parents=True)
+    if index_text is not None or total_size is not None:
+        (model / "model.safetensors.index.json").write_text(index_text if index_text is not None else json.dumps(
+            {"metadata": {"total_size": total_size}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors",
+                                                                    "b.weight": "model-00002-of-00002.safetensors"}}))
+    for name, size in files:
+        with open(str(model / name), "wb") as handle:
+            handle.truncate(size)
+    (model / "config.json").write_text(json.dumps(config or {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "torch_dtype": "bfloat16"}))
+    return model
+
+
+def _preflight_with_model(tmp_path, gpu, model, **extra):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_model_path=str(model), preflight_disk_check=False, **extra)
+    play_vars.pop("preflight_model_params_billion")
+    return run_tasks(tmp_path, facts("ubuntu2404", gpu), [role_task("preflight", "model_meta.yml"), role_task("preflight", "checks.yml")],
+                     play_vars)
+
+
+def test_preflight_memory_check_from_the_model_directory(tmp_path):
+    """Issue 14: the memory check ran only with a typed parameter count; the index on the host says how large the weights are."""
+    model = _model_dir(tmp_path, total_size=250000000000)
+    rc, text, res = _preflight_with_model(tmp_path, REF_GPU, model)
+    assert rc == 0, text[-3000:]
+    assert res["preflight_problems"] == []
+    notes = " ".join(res["preflight_notes"])
+    # 250e9 B / 2^30 = 232.83 GiB; / tp 4 x 1.1 = 64.03 GiB per GPU; 97887 MiB = 95.6 GiB x 0.85 = 81.3 GiB
+    assert ("memory: 64.0 GiB of weights per GPU needed (x1.1), 81.3 GiB available (95.6 GiB x 0.85); weights from the model directory "
+            "%s (model.safetensors.index.json metadata.total_size = 250000000000 bytes over 2 shard(s))" % model) in notes
+
+
+def test_preflight_memory_problem_names_the_model_directory(tmp_path):
+    """A single-file checkpoint (no index): the *.safetensors sizes; too large for one H200 at tp 1."""
+    model = _model_dir(tmp_path, files=[("model.safetensors", 160 * 1073741824)])
+    rc, text, res = _preflight_with_model(tmp_path, H200_GPU, model, sglang_server_tp_size=1)
+    assert rc == 0, text[-3000:]
+    joined = "\n".join(res["preflight_problems"])
+    # 160 GiB x 1.1 = 176.0 GiB on one H200: 143771 MiB = 140.4 GiB x 0.85 = 119.3 GiB
+    assert ("the model directory %s (1 *.safetensors file(s), 171798691840 bytes in all) says 160.0 GiB of weights: 176.0 GiB per GPU "
+            "with tp 1" % model) in joined
+    assert "140.4 GiB x mem_fraction_static 0.85 = 119.3 GiB" in joined
+
+
+def test_preflight_without_readable_metadata_notes_the_skip(tmp_path):
+    rc, text, res = _preflight_with_model(tmp_path, REF_GPU, tmp_path / "not-downloaded-yet")
+    assert rc == 0, text[-3000:]
+    assert any(n.startswith("memory check skipped: no model-size estimate (no model.safetensors.index.json or *.safetensors readable in %s"
+                            % (tmp_path / "not-downloaded-yet")) for n in res["preflight_notes"])
+
+
+def test_preflight_refuses_a_broken_index(tmp_path):
+    model = _model_dir(tmp_path, index_text='{"metadata": {"total_size": "lots"}}')
+    rc, text, res = _preflight_with_model(tmp_path, REF_GPU, model)
+    assert rc != 0
+    assert "model.safetensors.index.json metadata.total_size='lots' is not a positive number of bytes" in " ".join(text.split())

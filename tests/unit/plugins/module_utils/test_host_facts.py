@@ -235,3 +235,14 @@ def test_iommu_in_a_guest_with_a_virtual_iommu_reads_its_groups(tmp_path):
         handle.write("DMA\n")
     f = hf.iommu_facts(sysfs, ["0000:00:06.0"], {}, None, guest=True)
     assert (f["default_domain"], f["default_domain_source"], f["enabled"], f["present"], f["note"]) == ("translated", "groups", True, True, None)
+
+
+def test_nvidia_uvm_hmm_parameter(tmp_path):
+    assert hf.nvidia_uvm_facts(str(tmp_path)) == {"loaded": False, "uvm_disable_hmm": None}
+    params = tmp_path / "module" / "nvidia_uvm" / "parameters"
+    params.mkdir(parents=True)
+    assert hf.nvidia_uvm_facts(str(tmp_path)) == {"loaded": True, "uvm_disable_hmm": None}   # a driver without the parameter
+    (params / "uvm_disable_hmm").write_text("N\n")
+    assert hf.nvidia_uvm_facts(str(tmp_path)) == {"loaded": True, "uvm_disable_hmm": False}
+    (params / "uvm_disable_hmm").write_text("Y\n")
+    assert hf.nvidia_uvm_facts(str(tmp_path)) == {"loaded": True, "uvm_disable_hmm": True}
