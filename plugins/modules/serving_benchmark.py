@@ -212,7 +212,9 @@ options:
     default: 20
   server_info:
     description: Read C(/server_info) (C(/get_server_info) on 404) before the load, embed it in each record as
-      bench_serving does, and fail early with the status when the server does not answer.
+      bench_serving does, and fail early with the status when the server does not answer. Also polls C(/health) once and
+      fails before any request when it answers 503 (the server is still loading or warming up, or its health generation
+      fails), instead of letting every request stall; other answers (404 on servers without the route) let the load start.
     type: bool
     default: true
   gates:
@@ -730,6 +732,12 @@ def main():
             module.fail_json(msg="serving_benchmark: the server at %s did not answer server info before the load: %s. "
                              "Check that the service is up (systemctl status, journalctl) and that url/api_key are right."
                              % (p["url"], to_native(exc)), status=getattr(exc, "status", None), **result)
+        health = client.health(timeout=30)
+        if health["status"] == 503:
+            module.fail_json(msg="serving_benchmark: the server at %s is not ready: GET /health answered 503 (SGLang answers 503 while it "
+                             "loads weights, captures CUDA graphs or warms up, and when its health generation fails); no request was sent. "
+                             "Wait for readiness (the serve stage waits for /health 200) and read the server log (journalctl -u <unit>)."
+                             % p["url"], status=503, **result)
         if p["backend"] != "sglang" and not p["model"]:
             target.model = info.get("served_model_name") or info.get("model_path") or ""
     result["server_info"] = info

@@ -35,12 +35,26 @@ def run_module(capsys, args):
     return json.loads(capsys.readouterr().out)
 
 
-def test_never_ready_server_fails_within_the_stall_timeout(sglang_sim, capsys):
+def test_never_ready_server_is_refused_before_any_request(sglang_sim, capsys):
     srv = sglang_sim(ON_ARGS, env={"SGLANG_SIM_NEVER_READY": "1"}, wait_ready=False)
     srv.wait_for_log(r"Uvicorn running", timeout=15)
     t0 = time.monotonic()
     out = run_module(capsys, {"url": srv.url, "max_concurrency": [1, 4], "num_prompts": 4, "input_len": 16, "output_len": 16,
                               "warmup_requests": 0, "stall_timeout": 1.0, "timeout": 30})
+    assert time.monotonic() - t0 < 3.0
+    assert out["failed"] is True and out["status"] == 503
+    assert out["msg"].startswith("serving_benchmark: the server at %s is not ready: GET /health answered 503" % srv.url), out["msg"]
+    assert out["records"] == []
+    assert "POST /generate" not in srv.log_text()     # nothing was sent
+
+
+def test_never_ready_server_without_the_health_check_stalls_within_the_stall_timeout(sglang_sim, capsys):
+    """server_info: false skips /server_info and /health: the requests themselves find the hung scheduler, as stalls."""
+    srv = sglang_sim(ON_ARGS, env={"SGLANG_SIM_NEVER_READY": "1"}, wait_ready=False)
+    srv.wait_for_log(r"Uvicorn running", timeout=15)
+    t0 = time.monotonic()
+    out = run_module(capsys, {"url": srv.url, "max_concurrency": [1, 4], "num_prompts": 4, "input_len": 16, "output_len": 16,
+                              "warmup_requests": 0, "stall_timeout": 1.0, "timeout": 30, "server_info": False})
     waited = time.monotonic() - t0
     assert out["failed"] is True
     # the scheduler never runs: no byte comes back, so each request is a stall; a wave of stalls ends each level

@@ -11,7 +11,8 @@ What is shown (issue #7):
 - a second run changes nothing;
 - changing one launch argument restarts the server exactly once (one new systemd invocation, one "Started" line);
 - a server that never becomes ready fails within the readiness timeout, with its last journal lines;
-- two hosts roll out with serial 1, and a bad configuration on the first stops the second from being touched.
+- two hosts roll out with serial 1, and a bad configuration on the first stops the second from being touched;
+- a crash (SGLANG_SIM_CRASH_AFTER) ends the container with status 137 and systemd restarts it (issue #14).
 """
 from __future__ import annotations
 
@@ -206,6 +207,44 @@ def test_crash_loop_fails_fast_with_the_refusal_in_the_log(sandbox_hosts, tmp_pa
     assert "restarted" in flat and "times while waiting (crash loop; more than 2 allowed)" in flat, out[-3000:]
     assert "--mamba-scheduler-strategy" in out.split("Last 50 journal lines", 1)[1]
     assert proc.elapsed < 300, proc.elapsed
+
+
+@SANDBOX
+def test_crash_mid_benchmark_ends_the_container_and_systemd_restarts_it(sandbox_hosts, tmp_path):
+    """Issue 14: SGLANG_SIM_CRASH_AFTER did nothing on the sandbox, because the server is PID 1 of its container and the
+    kernel drops a self-sent SIGKILL there. Now the crash ends the container with status 137, systemd's
+    Restart=on-failure starts it again after sglang_server_restart_sec (2 s on the sandbox), and it serves again.
+    The simulator of this tree is mounted over the image's copy, so the test does not depend on when the image was built."""
+    host = sandbox_hosts[0]
+    on_host(host, "rm -rf /opt/sim-under-test && mkdir -p /opt/sim-under-test", check=True)
+    podman("cp", str(REPO / "tests" / "sandbox" / "sglang_sim"), "%s:/opt/sim-under-test/sglang_sim" % host)
+    env = {"SGLANG_SIM_VERSION": "0.5.9", "SGLANG_SIM_LOAD_S": "1", "SGLANG_SIM_INSTANT": "1", "SGLANG_SIM_CRASH_AFTER": "2"}
+    options = ["-v", "/sys/fs/cgroup:/sys/fs/cgroup",
+               "-v", "/opt/sim-under-test/sglang_sim:/usr/local/lib/python3.11/dist-packages/sglang_sim:ro"]
+    inv = make_inventory(tmp_path, [host], group_vars={"sglang_server_extra_env": env, "sglang_server_container_options": options})
+    proc = serve(inv)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    before = unit_show(host, "NRestarts", "InvocationID")
+    since = on_host(host, "date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+    # three generation requests, as a benchmark sends them: the third arrives after CRASH_AFTER=2 and kills the server
+    codes = on_host(host, "for i in 1 2 3; do curl -s -m 10 -o /dev/null -w '%{http_code} ' -X POST http://127.0.0.1:30000/generate "
+                          "-H 'Content-Type: application/json' -d '{\"input_ids\": [1, 2], \"sampling_params\": {\"max_new_tokens\": 4}}'; "
+                          "done").stdout.split()
+    assert codes == ["200", "200", "000"], codes
+    deadline = time.time() + 60
+    while True:
+        after = unit_show(host, "NRestarts", "InvocationID", "ActiveState")
+        healthy = on_host(host, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health").stdout.strip() == "200"
+        if int(after["NRestarts"]) > int(before["NRestarts"]) and healthy:
+            break
+        assert time.time() < deadline, (after, on_host(host, "journalctl -u sglang-server.service -n 40 --no-pager").stdout)
+        time.sleep(1)
+    assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1 and after["InvocationID"] != before["InvocationID"]
+    journal = on_host(host, "journalctl -u sglang-server.service --since '%s' --no-pager -o cat" % since).stdout
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered (simulated fault: SGLANG_SIM_CRASH_AFTER=2, request 3 arrived)" \
+        in journal, journal[-3000:]
+    assert "Main process exited, code=exited, status=137" in journal, journal[-3000:]
+    assert "Scheduled restart job" in journal, journal[-3000:]
 
 
 @SANDBOX
