@@ -660,3 +660,27 @@ def test_preflight_refuses_a_broken_index(tmp_path):
     rc, text, res = _preflight_with_model(tmp_path, REF_GPU, model)
     assert rc != 0
     assert "model.safetensors.index.json metadata.total_size='lots' is not a positive number of bytes" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("loaded", ["N", "Y"])
+def test_driver_reboot_pending_when_nvidia_uvm_runs_with_the_other_hmm_setting(tmp_path, loaded):
+    """gpu_facts reads /sys/module/nvidia_uvm/parameters/uvm_disable_hmm (a tree built here: N); the option asks for Y, which
+    nvidia-uvm reads only when it loads, so a reboot is needed; not allowed -> pending, with the reason in the marker."""
+    sysfs = tmp_path / "sys"
+    (sysfs / "module" / "nvidia_uvm" / "parameters").mkdir(parents=True)
+    (sysfs / "module" / "nvidia_uvm" / "parameters" / "uvm_disable_hmm").write_text(loaded + "\n")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "dmesg.txt").write_text("")
+    pending = tmp_path / "pending"
+    play_vars = {"nvidia_driver_uvm_disable_hmm": True, "nvidia_driver_reboot_allowed": False, "nvidia_driver_blacklist_nouveau": False,
+                 "nvidia_driver_gpu_facts_sysfs_root": str(sysfs), "nvidia_driver_gpu_facts_procfs_root": str(tmp_path / "proc"),
+                 "nvidia_driver_gpu_facts_dmesg_file": str(tmp_path / "dmesg.txt"), "preflight_gpu_facts_nvidia_smi": str(tmp_path / "no-nvidia-smi"),
+                 "nvidia_driver_reboot_pending_dir": str(pending)}
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "reboot.yml")], play_vars)
+    assert rc == 0, text[-3000:]
+    if loaded == "Y":      # already what the option asks for: no reboot, no marker
+        assert not (pending / "nvidia_driver").exists() and "REBOOT PENDING" not in text
+        return
+    reason = "nvidia_uvm is loaded with uvm_disable_hmm=N and nvidia_driver_uvm_disable_hmm is true (read at module load)"
+    assert (pending / "nvidia_driver").read_text().splitlines()[1:] == ["reason=" + reason]
+    assert "REBOOT PENDING on target: " + reason in " ".join(text.split())
