@@ -684,3 +684,20 @@ def test_driver_reboot_pending_when_nvidia_uvm_runs_with_the_other_hmm_setting(t
     reason = "nvidia_uvm is loaded with uvm_disable_hmm=N and nvidia_driver_uvm_disable_hmm is true (read at module load)"
     assert (pending / "nvidia_driver").read_text().splitlines()[1:] == ["reason=" + reason]
     assert "REBOOT PENDING on target: " + reason in " ".join(text.split())
+
+
+def test_reboot_policy_recognises_the_controller_by_its_real_addresses(tmp_path):
+    """End to end on this machine: the network facts Ansible gathers here and the /proc/net addresses the filter reads here
+    are the same machine's, so a reboot "over ssh" to it is refused by address (the connection name alone would allow it)."""
+    from ansible_collections.llmops.sglang.plugins.module_utils import control_node as cn
+    if not [a for a in cn.controller_addresses() if cn.is_identifying(a)]:
+        pytest.skip("this machine has only loopback/link-local addresses: nothing identifies it by address")
+    tasks = [{"name": "Gather the network and platform facts", "ansible.builtin.setup": {"gather_subset": ["!all", "!min", "network", "platform"]}},
+             {"name": "Ask the reboot policy as if connected over ssh", "ansible.builtin.set_fact": {"rendered": (
+                 "{{ true | llmops.sglang.reboot_policy(true, connection='ssh', variable='nvidia_driver_reboot_allowed', "
+                 "addresses=(ansible_facts.all_ipv4_addresses | default([])) + (ansible_facts.all_ipv6_addresses | default([])), "
+                 "machine_id=ansible_facts.machine_id | default(none)) }}")}}]
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), tasks)
+    flat = " ".join(text.split())
+    assert rc != 0, flat[-2000:]
+    assert "Refusing nvidia_driver_reboot_allowed=True: this host is the control node: it has the controller's address" in flat
