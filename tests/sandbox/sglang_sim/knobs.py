@@ -91,7 +91,7 @@ KNOBS = (
     ("seed", _count, 0, "random seed for draft acceptance"),
     ("slow_start_s", _duration, 0.0, "fault: /health answers 503 and the scheduler waits this long after HTTP is up, s"),
     ("never_ready", _bool, False, "fault: the server never finishes warm-up (/health 503 forever, requests hang)"),
-    ("crash_after", _count, 0, "fault: the process dies (SIGKILL, like a scheduler crash) when request N+1 arrives; 0 = off"),
+    ("crash_after", _count, 0, "fault: the process dies with status 137 (as after SGLang's self-SIGKILL) when request N+1 arrives; 0 = off"),
     ("error_after_chunks", _count, 0, "fault: each stream gets an error chunk after N chunks (non-stream: HTTP 400); 0 = off"),
     ("stall_after_chunks", _count, 0, "fault: each stream stops sending after N chunks for stall_s; 0 = off"),
     ("stall_s", _duration, math.inf, "how long a stalled stream stalls, s (inf = until the client goes away)"),
