@@ -745,8 +745,10 @@ class Checker(object):
         if timed_out:
             return "stall", ("generation stalled: the probe /generate (%d tokens) got no answer within timeout=%g s although /health "
                              "answered 200, so the server accepts requests but stopped generating (a hung scheduler or a stalled "
-                             "stream); last Decode line in the log: %s. Read the server log around that time; restart the server"
-                             % (self.p["probe_max_new_tokens"], self.p["timeout"], last_decode or "none read"))
+                             "stream), or makes fewer than %.1f tok/s; last Decode line in the log: %s. Read the server log around "
+                             "that time; restart the server, or raise timeout if it is only that slow"
+                             % (self.p["probe_max_new_tokens"], self.p["timeout"], self.p["probe_max_new_tokens"] / float(self.p["timeout"]),
+                                last_decode or "none read"))
         return "error", "the probe /generate failed: %s" % src.get("msg")
 
     def _accepting(self):
