@@ -617,7 +617,7 @@ def summarize_load_weights(loads):
     }
 
 
-#: A Decode line whose per-request gen throughput is below this fraction of the median of the other lines is an
+#: A Decode line whose per-request gen throughput is below this fraction of the median over its rank's lines is an
 #: idle interval (see :func:`mark_idle_intervals`).
 IDLE_SPEED_FRACTION = 0.1
 #: The speed rule needs at least this many Decode lines not already marked idle (a median of fewer means little).
@@ -638,7 +638,7 @@ def mark_idle_intervals(batches):
       the new one arrived) was logged by the same rank since its previous Decode line;
     * ``slow``: its gen throughput per running request (``gen throughput / #running-req``) is below
       ``IDLE_SPEED_FRACTION`` (1/10) of the median of that ratio over the rank's lines not marked by the two
-      rules above, when there are at least ``IDLE_SPEED_MIN_LINES`` (3) of them. A decode step at the same batch
+      rules above (itself included), when there are at least ``IDLE_SPEED_MIN_LINES`` (3) of them. A decode step at the same batch
       size does not run ten times slower than usual; such an interval holds idle time whose Prefill line is not
       in the window, or a long prefill that stalled decoding, and is not the decode speed either way.
 
