@@ -14,7 +14,7 @@ libvirt host ``192.168.122.1``).
 Controller addresses: ``/proc/net/fib_trie`` (IPv4: the ``/32 host LOCAL`` entries of the local table,
 i.e. every address assigned to an interface of this network namespace) and ``/proc/net/if_inet6`` (IPv6:
 32 hex digits per address, first column), plus whatever the host name resolves to. Machine id:
-``/etc/machine-id``, else ``/var/lib/dbus/machine-id`` (the files Ansible's ``machine_id`` fact reads).
+``/var/lib/dbus/machine-id``, else ``/etc/machine-id`` (the files, in the order, Ansible's ``machine_id`` fact reads).
 """
 from __future__ import annotations
 
@@ -75,8 +75,9 @@ def controller_addresses(proc="/proc"):
     return sorted(a for a in found if a)
 
 
-def controller_machine_id(paths=("/etc/machine-id", "/var/lib/dbus/machine-id")):
-    """The controller's machine id (32 hex digits) or None."""
+def controller_machine_id(paths=("/var/lib/dbus/machine-id", "/etc/machine-id")):
+    """The controller's machine id (32 hex digits) or None, read in the order Ansible's ``machine_id`` fact reads the
+    target's (ansible ``facts/system/platform.py``: the D-Bus copy first), so both sides name the same file."""
     for path in paths:
         text = _read(path).strip().splitlines()
         if text and text[0].strip():
