@@ -13,8 +13,8 @@ description:
   - Runs C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,compute_cap,memory.total,uuid --format=csv,noheader,nounits),
     C(nvidia-smi topo -p2p <mode>) for each of O(p2p_modes), C(nvidia-smi topo -m) and (optionally) C(nvidia-smi -q), and reads
     C(/proc/driver/nvidia/version), C(/proc/cmdline), C(/proc/cpuinfo), C(/sys/kernel/iommu_groups), C(/sys/bus/pci/devices),
-    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/module/nvidia_uvm/parameters/uvm_disable_hmm), C(/sys/class/dmi/id), C(/etc/default/grub) with C(/etc/default/grub.d/*.cfg)
-    and the kernel log.
+    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/module/nvidia_uvm/parameters/uvm_disable_hmm), C(/sys/class/dmi/id),
+    C(/etc/default/grub) with C(/etc/default/grub.d/*.cfg) and the kernel log.
   - Returns everything under C(ansible_facts.llmops_gpu). nvidia-smi failures (binary missing, no driver, no devices,
     NVML driver/library version mismatch, other errors, a timeout) become C(smi_state) values with the first output line
     in C(smi_message); they never fail the module. GPUs are also enumerated from sysfs (PCI vendor 0x10de), so a host
