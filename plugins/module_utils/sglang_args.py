@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_cli import check_argv, choices_of
+
 PREFIX = "sglang_server_"
 
 #: Versions whose behaviour this renderer models (the wheels SGLANG_FACTS.md was built from).
@@ -67,8 +69,23 @@ HYBRID_ARCHITECTURES = (
     "Qwen3_5MoeForCausalLM",
 )
 _HYBRID_NAME_RE = re.compile(r"qwen3[._-]?5|qwen3[._-]?next|qwen3-coder-next", re.IGNORECASE)
-#: Families whose auto speculative parameters are (5, 4, 8) instead of (3, 1, 4) (auto_choose_speculative_params).
-_WIDE_AUTO_RE = re.compile(r"llama|grok", re.IGNORECASE)
+#: Qwen3.5 model classes (``models/qwen3_5.py``) exist from SGLang 0.5.9; 0.5.4 has only Qwen3-Next.
+QWEN35_ARCHITECTURES = tuple(a for a in HYBRID_ARCHITECTURES if a.startswith("Qwen3_5"))
+_QWEN35_NAME_RE = re.compile(r"qwen3[._-]?5", re.IGNORECASE)
+
+#: ``auto_choose_speculative_params`` (server_args.py up to 0.5.10, arg_groups/speculative_hook.py from 0.5.14),
+#: keyed on the exact ``architectures[0]`` of config.json: STANDALONE -> (3, 1, 4) from 0.5.4; the listed
+#: architectures -> their value; every other architecture -> the version's default.
+_AUTO_WIDE = (5, 4, 8)
+_AUTO_NARROW = (3, 1, 4)
+_AUTO_WIDE_ARCHS = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
+_AUTO_NARROW_ARCHS = {
+    "0.4.10": ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"),
+    "0.5.4": ("DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "GptOssForCausalLM",
+              "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
+}
+#: The "all other models" value: (5, 4, 8) in 0.4.10 and 0.5.4, (3, 1, 4) from 0.5.9.
+_AUTO_DEFAULT = {"0.4.10": _AUTO_WIDE, "0.5.4": _AUTO_WIDE}
 
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
@@ -372,6 +389,7 @@ def render_launch(description, version=None, context=None):
     r = _Render(desc, profile, context)
     r.warnings.extend(version_warnings)
     _check_basics(r)
+    check_choices(r.d, profile)
     _render_model(r)
     _render_parallel(r)
     spec = _render_speculative(r)
@@ -380,7 +398,9 @@ def render_launch(description, version=None, context=None):
     _render_memory_and_graphs(r)
     _render_all_reduce(r)
     _render_observability(r)
+    extra_start = len(r.argv)
     _render_extra(r, spec)
+    check_cli_contract(r.argv[3:], profile, extra_start - 3, r.warnings)
     r.expected = _expected(r, spec)
     return {
         "version": str(version),
@@ -392,6 +412,66 @@ def render_launch(description, version=None, context=None):
         "decisions": r.decisions,
         "expected": r.expected,
     }
+
+
+#: Settings whose value SGLang restricts with argparse ``choices`` (checked first, with the setting's own name).
+_CHOICE_SETTINGS = (("attention_backend", "--attention-backend"), ("kv_cache_dtype", "--kv-cache-dtype"),
+                    ("reasoning_parser", "--reasoning-parser"), ("tool_call_parser", "--tool-call-parser"),
+                    ("log_level", "--log-level"))
+
+#: Flags the renderer emits that are not in _MANAGED_FLAGS (spelled per version), and the setting behind each.
+_RENDERED_FLAGS = dict(_MANAGED_FLAGS, **{
+    "--cuda-graph-max-bs": "cuda_graph_max_bs", "--mamba-scheduler-strategy": "mamba_strategy",
+    "--mamba-radix-cache-strategy": "mamba_strategy", "--enable-beta-spec": "spec_v2",
+    "--cuda-graph-backend-decode": "disable_cuda_graph", "--cuda-graph-backend-prefill": "disable_cuda_graph",
+})
+
+
+def check_choices(desc, profile):
+    """Refuse a setting whose value is not one of SGLang ``profile``'s argparse choices.
+
+    Covers ``attention_backend``, ``kv_cache_dtype``, ``reasoning_parser``, ``tool_call_parser``, ``log_level``;
+    the choices come from the generated table (``sglang_flags.py``, the wheel's ``server_args.py``). Settings
+    whose choices SGLang computes at run time (parsers registered from 0.5.14) are not checked.
+    :raises SGLangArgsError: naming the variable, the value, the version's choices and the closest spelling.
+    """
+    for key, flag in _CHOICE_SETTINGS:
+        value = desc.get(key)
+        if value is None:
+            continue
+        choices = choices_of(flag, profile)
+        if choices is not None and str(value) not in choices:
+            problems = check_argv([flag, str(value)], profile)
+            near = problems[0].suggestion if problems else None
+            raise SGLangArgsError(var(key), value, "SGLang %s's %s accepts only %s" % (profile, flag, ", ".join(choices)),
+                                  ("did you mean %r? " % near if near else "") + "set one of those (or leave it unset for SGLang's default)")
+
+
+def check_cli_contract(argv, profile, extra_start, warnings):
+    """Refuse an argv that SGLang ``profile``'s parser would reject (``sglang_cli.check_argv``).
+
+    :param argv: launch flags without ``python3 -m sglang.launch_server``. :param extra_start: index in ``argv``
+        where ``sglang_server_extra_args`` begins (earlier items were rendered from settings).
+    :param warnings: list the deprecation notes for extra_args are appended to.
+    :raises SGLangArgsError: naming ``sglang_server_extra_args`` (with the closest valid spelling) for an item of
+        extra_args, else the setting that rendered the flag (a renderer rule this version does not support).
+    """
+    for problem in check_argv(argv, profile):
+        from_extra = problem.index >= extra_start
+        if not problem.is_error:
+            if from_extra:
+                warnings.append("sglang_server_extra_args: %s" % problem.message)
+                continue
+            raise SGLangArgsError(var(_RENDERED_FLAGS.get(problem.flag, "version")), problem.flag,
+                                  "the renderer emitted a flag SGLang %s deprecates (%s)" % (profile, problem.message),
+                                  "report this: the rendering rule for SGLang %s is out of date" % profile)
+        if from_extra:
+            fix = ("write %s" % problem.suggestion) if problem.suggestion else "remove it, or use a flag of SGLang %s" % profile
+            raise SGLangArgsError(var("extra_args"), problem.flag if problem.value is None else "%s %s" % (problem.flag, problem.value),
+                                  problem.message, fix + " (python3 -m sglang.launch_server --help inside the image lists them)")
+        key = _RENDERED_FLAGS.get(problem.flag, "version")
+        raise SGLangArgsError(var(key), problem.value if problem.value is not None else problem.flag, problem.message,
+                              "unset %s for SGLang %s, or use a version that has it" % (var(key), profile))
 
 
 def _check_basics(r):
@@ -464,13 +544,25 @@ def _render_parallel(r):
 
 
 def _auto_spec_params(r, algorithm):
-    """SGLang's auto (steps, topk, draft tokens) when none is given (auto_choose_speculative_params)."""
-    if algorithm == "STANDALONE":
-        return (3, 1, 4)
-    text = "%s %s" % (r.d.get("model_architecture") or "", r.d.get("model_path") or "")
-    if _WIDE_AUTO_RE.search(text):
-        return (5, 4, 8)
-    return (3, 1, 4)
+    """SGLang's auto (steps, topk, draft tokens) when none is given (``auto_choose_speculative_params``).
+
+    Keyed on the exact architecture (``sglang_server_model_architecture``, config.json ``architectures[0]``):
+    ``LlamaForCausalLM``/Grok -> (5, 4, 8); the DeepSeek list of 0.4.10/0.5.4 -> (3, 1, 4); any other
+    architecture -> (5, 4, 8) in 0.4.10/0.5.4 and (3, 1, 4) from 0.5.9. Returns ``(params, known)`` where
+    ``known`` is False when the architecture is unset (then the version's default is assumed).
+    """
+    arch = r.d.get("model_architecture")
+    if algorithm == "STANDALONE" and _at_least(r.p, "0.5.4"):
+        return _AUTO_NARROW, True
+    if arch in _AUTO_WIDE_ARCHS:
+        return _AUTO_WIDE, True
+    narrow = _AUTO_NARROW_ARCHS.get(r.p)
+    if narrow is not None:
+        return (_AUTO_NARROW if arch in narrow else _AUTO_WIDE), bool(arch)
+    if arch:
+        # 0.5.9 and later: only Llama/Grok are (5, 4, 8); every listed and unlisted architecture is (3, 1, 4)
+        return _AUTO_NARROW, True
+    return _AUTO_DEFAULT.get(r.p, _AUTO_NARROW), False
 
 
 def _render_speculative(r):
@@ -523,15 +615,25 @@ def _render_speculative(r):
                 raise SGLangArgsError(var(key), value, "must be at least 1", "use positive integers")
         if topk == 1 and draft != steps + 1:
             raise SGLangArgsError(var("speculative_num_draft_tokens"), draft,
-                                  "with speculative_eagle_topk 1 SGLang forces num_draft_tokens = num_steps + 1 = %d (chain MTP)" % (steps + 1),
+                                  "with speculative_eagle_topk 1 SGLang adjusts num_draft_tokens to num_steps + 1 = %d with a warning "
+                                  "(chain MTP), so the value asked for would not be the value served" % (steps + 1),
                                   "set sglang_server_speculative_num_draft_tokens: %d" % (steps + 1))
         r.flag("--speculative-num-steps", steps)
         r.flag("--speculative-eagle-topk", topk)
         r.flag("--speculative-num-draft-tokens", draft)
     else:
-        steps, topk, draft = _auto_spec_params(r, algorithm)
-        r.decide("speculative_params", [steps, topk, draft],
-                 "steps/topk/draft tokens unset: SGLang auto-chooses (%d, %d, %d) for this model family" % (steps, topk, draft))
+        (steps, topk, draft), known = _auto_spec_params(r, algorithm)
+        if known:
+            r.decide("speculative_params", [steps, topk, draft],
+                     "steps/topk/draft tokens unset: SGLang %s auto-chooses (%d, %d, %d) for %s" % (
+                         r.p, steps, topk, draft, r.d.get("model_architecture") or algorithm))
+        else:
+            r.decide("speculative_params", [steps, topk, draft],
+                     "steps/topk/draft tokens unset and sglang_server_model_architecture unknown: SGLang %s auto-chooses from "
+                     "config.json's architectures[0]; assuming its default (%d, %d, %d) for unlisted architectures" % (r.p, steps, topk, draft))
+            r.warnings.append("sglang_server_model_architecture is unset: the expected automatic speculative parameters (%d, %d, %d) are "
+                              "SGLang %s's default for unlisted architectures; set the architecture (config.json architectures[0]) "
+                              "so that speculative_check compares the right values" % (steps, topk, draft, r.p))
 
     draft_path = d["speculative_draft_model_path"]
     if algorithm in ("EAGLE3", "STANDALONE") and not draft_path:
@@ -555,7 +657,8 @@ def _render_speculative(r):
     spec = {"algorithm": algorithm, "effective_algorithm": effective, "steps": steps, "topk": topk, "draft": draft,
             "draft_path": draft_path or (d["model_path"] if algorithm in ("NEXTN", "EAGLE") else None)}
 
-    if algorithm in EAGLE_FAMILY or algorithm == "NGRAM":
+    if algorithm in EAGLE_FAMILY or algorithm in ("NGRAM", "DFLASH", "DSPARK"):
+        # 0.5.23 arg_groups/speculative_hook.py caps _handle_eagle_family, _handle_ngram, _handle_dflash, _handle_dspark
         mrr = d["max_running_requests"]
         if mrr is None:
             mrr = 48
@@ -585,6 +688,20 @@ def _render_mamba(r, spec):
     if not _at_least(r.p, "0.5.4"):
         raise SGLangArgsError(var("version"), r.p, "hybrid GDN models (Qwen3-Next/Qwen3.5) need SGLang 0.5.4 or newer",
                               "use an image with SGLang >= 0.5.9")
+    if not _at_least(r.p, "0.5.9"):
+        qwen35 = (d["model_architecture"] in QWEN35_ARCHITECTURES if d["model_architecture"]
+                  else bool(_QWEN35_NAME_RE.search("%s %s" % (d["model_path"] or "", d["served_model_name"] or ""))))
+        if qwen35:
+            raise SGLangArgsError(var("version"), r.p, "SGLang %s has no Qwen3.5 model class (models/qwen3_5.py arrives in 0.5.9; "
+                                  "0.5.4 knows only Qwen3-Next)" % r.p, "use an image with SGLang >= 0.5.9 for Qwen3.5")
+        if strategy is not None:
+            raise SGLangArgsError(var("mamba_strategy"), strategy, "SGLang %s has no mamba strategy flag (--mamba-scheduler-strategy "
+                                  "arrives in 0.5.9)" % r.p, "unset sglang_server_mamba_strategy for %s, or use SGLang >= 0.5.9" % r.p)
+        if d["mamba_track_interval"] is not None:
+            raise SGLangArgsError(var("mamba_track_interval"), d["mamba_track_interval"], "SGLang %s has no --mamba-track-interval "
+                                  "(arrives in 0.5.9)" % r.p, "unset sglang_server_mamba_track_interval")
+        _render_spec_v2(r, spec, needed=False)
+        return
     if strategy == "extra_buffer_lazy" and not _at_least(r.p, "0.5.14"):
         raise SGLangArgsError(var("mamba_strategy"), strategy, "extra_buffer_lazy exists from SGLang 0.5.14", "use extra_buffer")
     if strategy == "extra_buffer_lazy" and spec is not None:
@@ -752,10 +869,11 @@ def _render_memory_and_graphs(r):
                                   "prefill CUDA graphs (--cuda-graph-max-bs-prefill) exist only in SGLang 0.5.23", "unset it for %s" % r.p)
         r.flag("--cuda-graph-max-bs-prefill", d["cuda_graph_max_bs_prefill"])
     if d["disable_cuda_graph"]:
-        if _at_least(r.p, "0.5.23"):
+        if _at_least(r.p, "0.5.14"):
             r.flag("--cuda-graph-backend-decode", "disabled")
             r.flag("--cuda-graph-backend-prefill", "disabled")
-            r.decide("disable_cuda_graph", "--cuda-graph-backend-{decode,prefill} disabled", "--disable-cuda-graph is deprecated in SGLang 0.5.23")
+            r.decide("disable_cuda_graph", "--cuda-graph-backend-{decode,prefill} disabled",
+                     "--disable-cuda-graph is deprecated from SGLang 0.5.14 (DeprecatedStoreTrueAction)")
         else:
             r.flag("--disable-cuda-graph")
 

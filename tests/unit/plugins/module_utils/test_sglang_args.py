@@ -134,11 +134,28 @@ def test_expected_mamba_key_renamed_in_0_5_14():
 
 # ---------------------------------------------------------------- other versions and rules
 
+QWEN3_NEXT = {"model_path": "/models/Qwen3-Next-80B-A3B-Instruct", "model_architecture": "Qwen3NextForCausalLM"}
+
+
 def test_0_5_4_spells_spec_v2_as_enable_beta_spec():
-    out = render(version="0.5.4", context=H200, attention_backend=None)
+    # 0.5.4 server_args.py: --enable-beta-spec exists, --mamba-scheduler-strategy does not (added in 0.5.9)
+    out = render(version="0.5.4", context=H200, attention_backend=None, spec_v2=True, served_model_name=None, **QWEN3_NEXT)
     assert "--enable-beta-spec" in out["argv"]
     assert out["env"] == {}
-    assert out["argv"][out["argv"].index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
+    assert "--mamba-scheduler-strategy" not in out["argv"]
+
+
+def test_0_5_4_renders_no_mamba_strategy_and_refuses_one():
+    out = render(version="0.5.4", context=H200, attention_backend=None, served_model_name=None, **QWEN3_NEXT)
+    assert not [a for a in out["argv"] if a.startswith("--mamba")]
+    err = refused(version="0.5.4", context=H200, attention_backend=None, served_model_name=None, mamba_strategy="extra_buffer", **QWEN3_NEXT)
+    assert err.variable == "sglang_server_mamba_strategy" and "0.5.9" in err.reason
+
+
+def test_0_5_4_refuses_qwen3_5():
+    # 0.5.4's sglang/srt/models has qwen3_next.py but no qwen3_5.py
+    err = refused(version="0.5.4", context=H200, attention_backend=None)
+    assert err.variable == "sglang_server_version" and "Qwen3.5" in err.reason
 
 
 def test_0_4_10_refuses_hybrid_model():
@@ -178,16 +195,44 @@ def test_no_speculation_no_cap_no_spec_env():
     assert out["expected"]["speculative_algorithm"] is None
 
 
+def _auto(version, arch, path="/models/m", algorithm="EAGLE"):
+    desc = {"model_path": path, "model_architecture": arch, "speculative_algorithm": algorithm,
+            "speculative_draft_model_path": "/models/draft", "max_running_requests": 32}
+    exp = sa.expected_server_args(desc, version, H200)
+    return exp["speculative_num_steps"], exp["speculative_eagle_topk"], exp["speculative_num_draft_tokens"]
+
+
 def test_auto_spec_params_expected_3_1_4_for_qwen_and_5_4_8_for_llama():
-    desc = dict(REFERENCE, speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)
+    desc = dict(REFERENCE, speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None,
+                model_architecture="Qwen3_5MoeForConditionalGeneration")
     out = sa.render_launch(desc, "0.5.9", SEV_SNP_RTX)
     assert "--speculative-num-steps" not in out["argv"]
     assert (out["expected"]["speculative_num_steps"], out["expected"]["speculative_eagle_topk"],
             out["expected"]["speculative_num_draft_tokens"]) == (3, 1, 4)
-    llama = {"model_path": "/models/Llama-3.1-8B-Instruct", "speculative_algorithm": "EAGLE",
-             "speculative_draft_model_path": "/models/EAGLE-LLaMA3.1-Instruct-8B", "max_running_requests": 32}
-    exp = sa.expected_server_args(llama, "0.5.9", H200)
-    assert (exp["speculative_num_steps"], exp["speculative_eagle_topk"], exp["speculative_num_draft_tokens"]) == (5, 4, 8)
+    assert _auto("0.5.9", "LlamaForCausalLM") == (5, 4, 8)
+
+
+def test_auto_spec_params_per_version_keyed_on_exact_architecture():
+    # auto_choose_speculative_params, read in each wheel: 0.4.10 returns (5, 4, 8) for everything but DeepseekV3/V2;
+    # 0.5.4 the same with a longer DeepSeek/GptOss/Bailing list and STANDALONE (3, 1, 4); from 0.5.9 the default is (3, 1, 4).
+    assert _auto("0.4.10", "Qwen2ForCausalLM") == (5, 4, 8)
+    assert _auto("0.4.10", "DeepseekV3ForCausalLM") == (3, 1, 4)
+    assert _auto("0.5.4", "Qwen2ForCausalLM") == (5, 4, 8)
+    assert _auto("0.5.4", "GptOssForCausalLM") == (3, 1, 4)
+    assert _auto("0.5.4", "Qwen2ForCausalLM", algorithm="STANDALONE") == (3, 1, 4)
+    assert _auto("0.5.10", "Qwen2ForCausalLM") == (3, 1, 4)
+    assert _auto("0.5.23", "Grok1ForCausalLM") == (5, 4, 8)
+    # the name is not the architecture: a "llama" path with a Qwen architecture is (3, 1, 4) in 0.5.9
+    assert _auto("0.5.9", "Qwen2ForCausalLM", path="/models/llama-distilled-qwen") == (3, 1, 4)
+    # a Llama-derived architecture other than exactly LlamaForCausalLM is not special-cased
+    assert _auto("0.5.14", "LlamaForCausalLMEagle3") == (3, 1, 4)
+
+
+def test_auto_spec_params_unknown_architecture_warns():
+    desc = {"model_path": "/models/m", "speculative_algorithm": "EAGLE", "speculative_draft_model_path": "/d", "max_running_requests": 8}
+    out = sa.render_launch(desc, "0.5.4", H200)
+    assert out["expected"]["speculative_num_steps"] == 5
+    assert any("sglang_server_model_architecture is unset" in w for w in out["warnings"])
 
 
 def test_eagle3_renders_draft_path_and_no_mamba_for_dense_model():
@@ -245,11 +290,14 @@ def test_spec_v2_env_dropped_with_warning_on_0_5_14():
 
 
 def test_disable_cuda_graph_spelled_per_version():
-    assert "--disable-cuda-graph" in render(version="0.5.14", disable_cuda_graph=True)["argv"]
-    argv = render(version="0.5.23", disable_cuda_graph=True)["argv"]
-    assert "--disable-cuda-graph" not in argv
-    i = argv.index("--cuda-graph-backend-decode")
-    assert argv[i:i + 4] == ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    assert "--disable-cuda-graph" in render(version="0.5.10", disable_cuda_graph=True)["argv"]
+    # 0.5.14 and 0.5.23 register --disable-cuda-graph with DeprecatedStoreTrueAction,
+    # new_flag="--cuda-graph-backend-{decode,prefill}=disabled"
+    for version in ("0.5.14", "0.5.23"):
+        argv = render(version=version, disable_cuda_graph=True)["argv"]
+        assert "--disable-cuda-graph" not in argv
+        i = argv.index("--cuda-graph-backend-decode")
+        assert argv[i:i + 4] == ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
 
 
 def test_hybrid_blackwell_0_5_9_without_backend_picks_triton():
