@@ -15,8 +15,10 @@ for 0.5.14 and 0.5.23, ``model_executor/model_runner.py`` and ``utils/common.py`
 * ``Decode batch`` and ``Prefill batch`` lines of every version 0.4.10 -> 0.5.23 (:func:`parse_batch_line`),
   read as ``key: value`` pairs in any order, with or without the ``[forward_ct]`` counter, the 0.4.x
   period (``Decode batch.``), trailing ``, `` separators and extra fields (MFU estimates, ``fwd occupancy``);
-* ``Load weight end.`` lines (0.5.4 ``type=..., dtype=..., avail mem=..., mem usage=...``; 0.5.9 adds
-  ``elapsed=... s``; 0.5.14+ drops ``dtype`` and may add ``quant=...``) (:func:`parse_load_weight_end`);
+* ``Load weight end.`` lines (0.4.10/0.5.4 ``type=..., dtype=..., avail mem=..., mem usage=...``; 0.5.9 adds
+  ``elapsed=... s``; 0.5.10+ drops ``dtype`` and may add ``quant=...``; 0.5.23's overlapped startup prints
+  ``Load weight end. Committed real weights after CUDA graph capture in X s (capture overlap window Y s,
+  startup overlap total Z s)``, ``startup_weight_load.py``) (:func:`parse_load_weight_end`);
 * the ``server_args=ServerArgs(...)`` startup line (:func:`parse_server_args`);
 * the startup warnings and refusals that matter for speculative decoding (:func:`match_warning`,
   :func:`match_refusal`).
@@ -209,6 +211,10 @@ def _batch_from_prefix(prefix):
 # --------------------------------------------------------------------------------------------
 
 _LOAD_END_RE = re.compile(r"^Load weight end\. (?P<rest>.*?)\.?\s*$")
+#: 0.5.23 model_runner_components/startup_weight_load.py (overlapped startup: real weights committed after the
+#: CUDA graphs were captured on placeholder weights).
+_LOAD_COMMIT_RE = re.compile(r"^Load weight end\. Committed real weights after CUDA graph capture in (?P<commit>[\d.]+) s "
+                             r"\(capture overlap window (?P<window>[\d.]+) s, startup overlap total (?P<total>[\d.]+) s\)\s*$")
 _FLOAT_PREFIX_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)")
 
 #: Suffixes of the classes SGLang builds for draft models (model_config._config_draft_model and the
@@ -234,17 +240,25 @@ def draft_kind(class_name):
 
 
 def parse_load_weight_end(line):
-    """Parse a ``Load weight end.`` line (0.5.4, 0.5.9, 0.5.14/0.5.23 forms).
+    """Parse a ``Load weight end.`` line (0.4.10/0.5.4, 0.5.9, 0.5.10-0.5.23 forms, 0.5.23 commit form).
 
-    Returns None for other lines, else a dict: ``time``, ``rank`` (see :func:`split_prefix`),
-    ``class_name`` (``type=``), ``dtype`` (str or None; gone in 0.5.14+), ``quant`` (str or None, 0.5.14+),
-    ``elapsed_s`` (float or None; absent in 0.5.4), ``avail_mem_gb`` and ``mem_usage_gb`` (float, GB as
-    printed, i.e. GiB), ``is_draft`` (class is a draft class), ``fields`` (every ``k=v`` as printed).
+    Returns None for other lines, else a dict: ``kind`` (``load``, or ``commit`` for 0.5.23's ``Committed real
+    weights after CUDA graph capture`` line), ``time``, ``rank`` (see :func:`split_prefix`), ``class_name``
+    (``type=``), ``dtype`` (str or None; gone from 0.5.10), ``quant`` (str or None, 0.5.10+), ``elapsed_s``
+    (float or None; absent in 0.4.10/0.5.4), ``avail_mem_gb`` and ``mem_usage_gb`` (float, GB as printed, i.e.
+    GiB), ``is_draft`` (class is a draft class), ``fields`` (every ``k=v`` as printed). A ``commit`` line has
+    ``commit_s``, ``overlap_window_s``, ``startup_overlap_s`` (s) instead, and no class or memory (None).
     """
     return _load_from_prefix(split_prefix(line))
 
 
 def _load_from_prefix(prefix):
+    commit = _LOAD_COMMIT_RE.match(prefix["message"])
+    if commit:
+        return {"kind": "commit", "time": prefix["time"], "rank": _rank_label(prefix), "class_name": None, "dtype": None,
+                "quant": None, "elapsed_s": None, "avail_mem_gb": None, "mem_usage_gb": None, "is_draft": False, "fields": {},
+                "commit_s": float(commit.group("commit")), "overlap_window_s": float(commit.group("window")),
+                "startup_overlap_s": float(commit.group("total"))}
     m = _LOAD_END_RE.match(prefix["message"])
     if not m:
         return None
@@ -260,6 +274,7 @@ def _load_from_prefix(prefix):
 
     class_name = fields.get("type")
     return {
+        "kind": "load",
         "time": prefix["time"],
         "rank": _rank_label(prefix),
         "class_name": class_name,
@@ -494,7 +509,8 @@ def parse_log(text, last_run_only=True):
 
     * ``lines`` (int, lines read), ``runs`` (int, server starts seen);
     * ``server_args`` (dict or None, see :func:`parse_server_args`);
-    * ``load_weights`` (list of :func:`parse_load_weight_end` dicts, in order);
+    * ``load_weights`` (list of :func:`parse_load_weight_end` dicts of kind ``load``, in order);
+    * ``weight_commits`` (the ``commit`` lines of 0.5.23's overlapped startup, in order; not model loads);
     * ``target_class`` / ``draft_class`` (str or None), ``draft_kind`` (``mtp``/``nextn``/``eagle``/``eagle3``),
       ``draft_mem_gb`` (dict rank -> GB of the draft's ``mem usage``), ``target_mem_gb`` (same for the target),
       ``draft_loaded_ranks`` / ``target_loaded_ranks`` (sorted rank labels), ``draft_missing_ranks`` (ranks
@@ -527,6 +543,7 @@ def parse_log(text, last_run_only=True):
         "runs": sum(1 for line in all_lines if "server_args=ServerArgs(" in line),
         "server_args": None,
         "load_weights": [],
+        "weight_commits": [],
         "decode": 0,
         "prefill": 0,
         "decode_lines": [],
@@ -550,7 +567,7 @@ def parse_log(text, last_run_only=True):
             continue
         load = _load_from_prefix(prefix) if message.startswith("Load weight end.") else None
         if load is not None:
-            result["load_weights"].append(load)
+            result["weight_commits" if load["kind"] == "commit" else "load_weights"].append(load)
             continue
         args = _args_from_prefix(prefix) if message.startswith("server_args=") else None
         if args is not None:

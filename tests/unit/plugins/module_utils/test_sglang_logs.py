@@ -292,6 +292,24 @@ def test_load_weight_end_0514_quant_no_dtype_tp1():
     assert d["fields"]["bits"] == "8"
 
 
+def test_load_weight_end_0523_commit_line_is_not_a_model_load():
+    # 0.5.23 startup_weight_load.py: "Load weight end. Committed real weights after CUDA graph capture in %.2f s "
+    # "(capture overlap window %.2f s, startup overlap total %.2f s)"
+    line = ("[2026-09-01 10:00:05 TP0] Load weight end. Committed real weights after CUDA graph capture in 3.21 s "
+            "(capture overlap window 40.50 s, startup overlap total 61.07 s)")
+    d = L.parse_load_weight_end(line)
+    assert (d["kind"], d["rank"], d["commit_s"], d["overlap_window_s"], d["startup_overlap_s"]) == ("commit", "TP0", 3.21, 40.50, 61.07)
+    assert d["class_name"] is None and d["mem_usage_gb"] is None
+    text = "\n".join([
+        "[2026-09-01 10:00:00 TP0] Load weight end. elapsed=30.00 s, type=Qwen3_5MoeForConditionalGeneration, avail mem=40.00 GB, "
+        "mem usage=60.00 GB.",
+        "[2026-09-01 10:00:02 TP0] Load weight end. elapsed=1.00 s, type=Qwen3_5ForCausalLMMTP, avail mem=38.00 GB, mem usage=2.00 GB.",
+        line])
+    res = L.parse_log(text)
+    assert [x["class_name"] for x in res["load_weights"]] == ["Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLMMTP"]
+    assert res["draft_mem_gb"] == {"TP0": 2.0} and len(res["weight_commits"]) == 1
+
+
 @pytest.mark.parametrize("name,kind", [
     ("Qwen3_5ForCausalLMMTP", "mtp"), ("Qwen3NextForCausalLMMTP", "mtp"), ("MiMoMTP", "mtp"), ("Step3p5MTP", "mtp"),
     ("Glm4MoeForCausalLMNextN", "nextn"), ("DeepseekV3ForCausalLMNextN", "nextn"),
