@@ -91,11 +91,12 @@ class LogWriter(object):
 
     # -- startup lines ---------------------------------------------------------------------------
     def load_weight_end(self, elapsed, cls, avail, usage):
-        """``Load weight end.`` message (0.5.4 / 0.5.9 / 0.5.14 forms); ``elapsed`` s, memory in GB."""
+        """``Load weight end.`` message (0.4.10/0.5.4, 0.5.9, 0.5.10+ forms: model_runner.py; 0.5.10 dropped ``dtype=``);
+        ``elapsed`` s, memory in GB."""
         vt = self.vt
         if vt < (0, 5, 9):
             return "Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB." % (cls, avail, usage)
-        if vt < (0, 5, 14):
+        if vt < (0, 5, 10):
             return "Load weight end. elapsed=%.2f s, type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB." % (elapsed, cls, avail, usage)
         return "Load weight end. elapsed=%.2f s, type=%s, avail mem=%.2f GB, mem usage=%.2f GB." % (elapsed, cls, avail, usage)
 

@@ -252,7 +252,9 @@ class App(object):
                                             "parent": None, "max_model_len": self.cfg.context_len}]}
 
     def metrics_text(self):
-        """Prometheus text exposition (0.0.4) with the names and labels of SGLang 0.5.9 (metrics-mtp.prom)."""
+        """Prometheus text exposition (0.0.4) with the names and labels of SGLang 0.5.9 (metrics-mtp.prom), per version:
+        0.4.10 has no ``sglang:spec_accept_rate``; 0.5.14+ add ``sglang:spec_num_steps``, ``sglang:spec_num_draft_tokens``
+        and ``sglang:spec_verify_calls_total`` (names checked against each wheel by tests/contract)."""
         eng = self.engine
         out = []
         lab = self.metric_labels
@@ -262,14 +264,29 @@ class App(object):
                  "spec_accept_length": "The average acceptance length of speculative decoding.",
                  "spec_accept_rate": "The average acceptance rate of speculative decoding.", "is_cuda_graph": "Whether the batch is using CUDA graph.",
                  "cache_hit_rate": "The prefix cache hit rate.", "max_total_num_tokens": "Maximum total number of tokens in the KV cache pool."}
-        for name, value in eng.gauges.items():
+        gauges = dict(eng.gauges)
+        if self.vt < (0, 5, 0):
+            # 0.4.10 metrics_collector.py declares sglang:spec_accept_length only (no spec_accept_rate)
+            gauges.pop("spec_accept_rate", None)
+        if self.vt >= (0, 5, 14):
+            # 0.5.14+ observability/metrics_collector.py: the active draft shape as gauges
+            gauges["spec_num_steps"] = float(eng.steps if eng.spec else 0)
+            gauges["spec_num_draft_tokens"] = float(eng.ndraft if eng.spec else 0)
+            helps["spec_num_steps"] = "Currently active speculative_num_steps."
+            helps["spec_num_draft_tokens"] = "Currently active speculative_num_draft_tokens (decouples from steps under topk>1)."
+        for name, value in gauges.items():
             if name == "mamba_usage" and not self.cfg.hybrid:
                 continue
             out.append("# HELP sglang:%s %s\n# TYPE sglang:%s gauge\nsglang:%s{%s} %s" % (name, helps[name], name, name, lab, _num(value)))
         chelps = {"prompt_tokens_total": "Number of prefill tokens processed.", "generation_tokens_total": "Number of generation tokens processed.",
                   "num_requests_total": "Number of requests processed.", "num_aborted_requests_total": "Number of requests aborted.",
                   "cached_tokens_total": "Number of cached prompt tokens."}
-        for name, value in eng.counters.items():
+        counters = dict(eng.counters)
+        if self.vt >= (0, 5, 14) and eng.spec:
+            # 0.5.14+ sglang:spec_verify_calls_total (a labelled Counter appears once incremented)
+            counters["spec_verify_calls_total"] = eng.life_verify + eng.iv_verify
+            chelps["spec_verify_calls_total"] = "Number of speculative decoding verification calls."
+        for name, value in counters.items():
             out.append("# HELP sglang:%s %s\n# TYPE sglang:%s counter\nsglang:%s{%s} %s" % (name, chelps[name], name, name, self.model_label, _num(value)))
         hhelps = {"time_to_first_token_seconds": "Histogram of time to first token in seconds.",
                   "e2e_request_latency_seconds": "Histogram of End-to-end request latency in seconds",
@@ -444,11 +461,14 @@ class App(object):
             verify = req.verify_ct
             proposed = verify * max(1, cfg.num_draft_tokens - 1)
             length = req.out_len / float(verify) if verify else 1.0
-            if self.vt < (0, 5, 9):
+            if self.vt < (0, 5, 0):
+                # 0.4.10 tokenizer_manager.py: only the verify count
+                meta["spec_verify_ct"] = verify
+            elif self.vt < (0, 5, 9):
                 meta["spec_accept_rate"] = req.accepted / float(verify * cfg.num_steps) if verify else 0.0
                 meta["spec_accept_length"] = length
                 meta["spec_verify_ct"] = verify
-            elif self.vt < (0, 5, 23):
+            elif self.vt < (0, 5, 14):
                 meta["spec_accept_rate"] = req.accepted / float(proposed) if proposed else 0.0
                 meta["spec_accept_length"] = length
                 meta["spec_accept_token_num"] = req.accepted
@@ -460,6 +480,10 @@ class App(object):
                 meta["spec_num_correct_drafts"] = req.accepted
                 meta["spec_num_proposed_drafts"] = proposed
                 meta["spec_verify_ct"] = verify
+                if self.vt < (0, 5, 23):
+                    # 0.5.14 keeps backward-compatible aliases ("FIXME: ... remove in next release"); 0.5.23 dropped them
+                    meta["spec_accepted_drafts"] = req.accepted
+                    meta["spec_proposed_drafts"] = proposed
         if cfg.args.enable_metrics:
             t_sched = req.t_sched or req.t_arrival
             wall = time.time() - (time.monotonic() - req.t_arrival)
