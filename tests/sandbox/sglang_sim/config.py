@@ -289,7 +289,15 @@ def _post_process(cfg, a, knobs, env, vt):
             # SGLang: auto mode asserts the other two are None; setting a subset fails.
             cfg.refusal = Refusal("AssertionError", "", where=("sglang/srt/server_args.py", 1, "_handle_speculative_decoding"))
         if steps is None and topk is None and ndraft is None:
-            if arch in ("LlamaForCausalLM", "Grok1ForCausalLM") and algo != "STANDALONE":
+            # auto_choose_speculative_params of each wheel: keyed on the exact architecture; the default for
+            # unlisted architectures is (5, 4, 8) in 0.4.10/0.5.4 and (3, 1, 4) from 0.5.9
+            narrow_054 = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM") + (
+                ("DeepseekV32ForCausalLM", "GptOssForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM") if vt >= (0, 5, 4) else ())
+            if algo == "STANDALONE" and vt >= (0, 5, 4):
+                steps, topk, ndraft = 3, 1, 4
+            elif arch in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
+                steps, topk, ndraft = 5, 4, 8
+            elif vt < (0, 5, 9) and arch not in narrow_054:
                 steps, topk, ndraft = 5, 4, 8
             else:
                 steps, topk, ndraft = 3, 1, 4
