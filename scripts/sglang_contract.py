@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, llmops.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -84,7 +83,7 @@ def wheel_path(requirement, cache_dir=CACHE_DIR, download=True):
     os.makedirs(cache_dir, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d", cache_dir]
     cmd += PIP_TAGS + ["sglang==%s" % requirement]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
     found = sorted(glob.glob(pattern))
     if proc.returncode != 0 or not found:
         raise ContractError("pip download sglang==%s failed (exit %s); the contract needs network access to PyPI once, "
@@ -585,7 +584,7 @@ def build_rows(data):
     "dynamic_choices": (...), "deprecated": {v: replacement-or-""}; choices are grouped as
     ``((versions, choices), ...)`` so that versions sharing a list share one entry, "fails": (...), "primary"}}``. Attributes
     that differ between versions are dicts ``{version: value}``."""
-    profiles = [p for p, _ in VERSIONS]
+    profiles = [p for p, _req in VERSIONS]
     rows = {}
     for flag in sorted(set(f for p in profiles for f in data[p]["flags"])):
         present = [p for p in profiles if flag in data[p]["flags"]]
@@ -642,22 +641,27 @@ __metaclass__ = type
 '''
 
 
+def _assign(name, value):
+    """``NAME = (`` + the pretty-printed value indented by 4 + ``)``: pep8-clean whatever the value's width."""
+    text = pprint.pformat(value, width=140, compact=True, sort_dicts=True)
+    return "%s = (\n%s\n)\n\n" % (name, "\n".join("    " + line for line in text.splitlines()))
+
+
 def render_table(data):
     """Source text of plugins/module_utils/sglang_flags.py for :func:`collect`'s data."""
-    profiles = tuple(p for p, _ in VERSIONS)
+    profiles = tuple(p for p, _req in VERSIONS)
     parts = [HEADER]
-    parts.append("VERSIONS = %s\n\n" % pprint.pformat(profiles))
-    parts.append("WHEELS = %s\n\n" % pprint.pformat(dict((p, (data[p]["wheel"], data[p]["sha256"])) for p in profiles), width=140))
-    parts.append("SPEC_METRICS = %s\n\n" % pprint.pformat(dict((p, tuple(data[p]["spec_metrics"])) for p in profiles), width=140))
-    parts.append("META_INFO_SPEC_KEYS = %s\n\n" % pprint.pformat(dict((p, tuple(data[p]["meta_info_spec_keys"])) for p in profiles), width=140))
-    parts.append("LOAD_WEIGHT_LINES = %s\n\n" % pprint.pformat(
-        dict((p, tuple(x["message"] for x in data[p]["load_weight_lines"])) for p in profiles), width=140))
-    parts.append("FLAGS = %s\n" % pprint.pformat(build_rows(data), width=150, compact=True, sort_dicts=True))
+    parts.append(_assign("VERSIONS", profiles))
+    parts.append(_assign("WHEELS", dict((p, (data[p]["wheel"], data[p]["sha256"])) for p in profiles)))
+    parts.append(_assign("SPEC_METRICS", dict((p, tuple(data[p]["spec_metrics"])) for p in profiles)))
+    parts.append(_assign("META_INFO_SPEC_KEYS", dict((p, tuple(data[p]["meta_info_spec_keys"])) for p in profiles)))
+    parts.append(_assign("LOAD_WEIGHT_LINES", dict((p, tuple(x["message"] for x in data[p]["load_weight_lines"])) for p in profiles)))
+    parts.append(_assign("FLAGS", build_rows(data)).rstrip("\n") + "\n")
     return "".join(parts)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("generate", help="fetch the wheels and write %s" % os.path.relpath(TABLE_PATH, ROOT))
     sub.add_parser("check", help="exit 1 if the generated table differs from the wheels")
@@ -689,7 +693,7 @@ def main(argv=None):
         return 0
     with open(TABLE_PATH, "w") as handle:
         handle.write(text)
-    print("wrote %s (%d flags, versions %s)" % (TABLE_PATH, len(build_rows(data)), ", ".join(p for p, _ in VERSIONS)))
+    print("wrote %s (%d flags, versions %s)" % (TABLE_PATH, len(build_rows(data)), ", ".join(p for p, _req in VERSIONS)))
     return 0
 
 

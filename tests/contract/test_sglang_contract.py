@@ -42,7 +42,7 @@ def _load_script():
 
 
 contract = _load_script()
-PROFILES = [p for p, _ in contract.VERSIONS]
+PROFILES = [p for p, _req in contract.VERSIONS]
 CONTRACT_TABLE = dict((p, {"flags_checked": 0, "flags_missing": 0, "invalid_choices": 0, "deprecated": 0,
                            "log_lines": 0, "log_lines_parsed": 0, "sim_lines": 0, "sim_lines_identical": 0}) for p in PROFILES)
 
@@ -243,7 +243,7 @@ def _sim_args(profile):
     desc = dict(EAGLE_AUTO, max_running_requests=16, enable_metrics=True) if not sa._at_least(profile, "0.5.9") else dict(REFERENCE)
     context = H100 if not sa._at_least(profile, "0.5.9") else SM120
     out = sa.render_launch(desc, profile, context)
-    args = [a for a in out["argv"][3:]]
+    args = list(out["argv"][3:])
     # loopback for the test: drop the rendered --host/--port (the harness adds a free port on 127.0.0.1)
     for flag in ("--host", "--port"):
         i = args.index(flag)
@@ -290,7 +290,7 @@ def test_zz_print_contract_table(real):
     lines = ["version  flags-checked  not-in-version  invalid-choices  deprecated  real-log-lines-parsed  sim-lines-identical"]
     for p in PROFILES:
         r = CONTRACT_TABLE[p]
-        lines.append("%-8s %13d %15d %16d %11d %14d/%-7d %12d/%d" % (p, r["flags_checked"], r["flags_missing"], r["invalid_choices"],
-                                                                  r["deprecated"], r["log_lines_parsed"], r["log_lines"],
-                                                                  r["sim_lines_identical"], r["sim_lines"]))
+        values = (p, r["flags_checked"], r["flags_missing"], r["invalid_choices"], r["deprecated"], r["log_lines_parsed"], r["log_lines"],
+                  r["sim_lines_identical"], r["sim_lines"])
+        lines.append("%-8s %13d %15d %16d %11d %14d/%-7d %12d/%d" % values)
     sys.stdout.write("\n" + "\n".join(lines) + "\n")
