@@ -527,10 +527,12 @@ def extract_load_weight_lines(wheel):
 
 
 def extract_spec_metrics(wheel):
-    """Sorted ``sglang:spec_*`` metric names declared with ``name="sglang:..."`` anywhere in ``sglang/srt``."""
+    """Sorted ``sglang:spec_*`` metric names declared with ``name="sglang:..."`` in the metrics collectors
+    (``sglang/srt/metrics/collector.py`` up to 0.5.9, ``sglang/srt/observability/metrics_collector.py`` from 0.5.10)."""
     names = set()
     for relpath in wheel.names:
-        if relpath.startswith("sglang/srt/") and relpath.endswith(".py"):
+        # the collectors live in observability/ (0.5.10+) or metrics/ (up to 0.5.9); reading every file costs seconds
+        if relpath.startswith("sglang/srt/") and relpath.endswith(".py") and ("metrics" in relpath or "observability" in relpath):
             text = wheel.text(relpath)
             if "sglang:spec_" in text:
                 names.update(re.findall(r"name=\"(sglang:spec_[a-z_]+)\"", text))
@@ -540,22 +542,19 @@ def extract_spec_metrics(wheel):
 def extract_meta_info_spec_keys(wheel):
     """Sorted ``spec_*`` keys the tokenizer manager writes into a response's ``meta_info``.
 
-    Read from ``meta_info["spec_..."] =`` assignments and ``"spec_...":`` dict entries inside functions whose
-    source mentions ``meta_info`` in ``tokenizer_manager.py`` (and its 0.5.14+ helper modules).
+    Read from the ``meta_info["spec_..."] = ...`` assignments in ``sglang/srt/managers/*.py``
+    (``tokenizer_manager.py`` and its helper modules).
     """
     keys = set()
     for relpath in sorted(wheel.names):
         if not (relpath.startswith("sglang/srt/managers/") and relpath.endswith(".py")):
             continue
-        text = wheel.text(relpath)
-        if "meta_info" not in text or "spec_" not in text:
+        if not re.search(r"meta_info\[\s*[\"']spec_", wheel.text(relpath)):
             continue
-        for node in ast.walk(wheel.tree(relpath)):
-            if isinstance(node, ast.FunctionDef) and "meta_info" in _src(node):
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and _src(sub.value).endswith("meta_info") \
-                            and isinstance(sub.slice, ast.Constant) and str(sub.slice.value).startswith("spec_"):
-                        keys.add(sub.slice.value)
+        for sub in ast.walk(wheel.tree(relpath)):
+            if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and _src(sub.value).endswith("meta_info") \
+                    and isinstance(sub.slice, ast.Constant) and str(sub.slice.value).startswith("spec_"):
+                keys.add(sub.slice.value)
     return sorted(keys)
 
 
