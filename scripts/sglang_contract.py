@@ -15,7 +15,9 @@ or imported) and extracts, with :mod:`ast`:
   marked dynamic) and deprecation;
 * the ``Load weight end.`` log format strings (``model_runner.py``; 0.5.23 also
   ``startup_weight_load.py``), rendered into sample lines;
-* the ``sglang:spec_*`` Prometheus metric names and the ``spec_*`` meta_info keys.
+* the ``sglang:spec_*`` Prometheus metric names and the ``spec_*`` meta_info keys;
+* ``Decode batch`` / ``Prefill batch`` lines, rendered by running the scheduler's logging functions on sample
+  values (:class:`_BatchInterpreter`).
 
 Commands::
 
@@ -526,6 +528,182 @@ def extract_load_weight_lines(wheel):
     return out
 
 
+class _Unknown(object):
+    """A value the batch-line interpreter cannot know (concatenating with it stays unknown)."""
+
+    def __add__(self, other):
+        return self
+
+    __radd__ = __add__
+
+
+UNKNOWN = _Unknown()
+
+#: Batch-line variants rendered per version: (name, kind, speculative decoding on, hybrid mamba model).
+BATCH_VARIANTS = (("decode_spec", "Decode", True, False), ("decode_spec_hybrid", "Decode", True, True), ("decode_plain", "Decode", False, False),
+                  ("prefill_hybrid", "Prefill", False, True), ("prefill_plain", "Prefill", False, False))
+
+
+class _BatchInterpreter(object):
+    """Runs the straight-line part of a scheduler logging function on sample values and records what it logs.
+
+    Branch conditions are decided by their source text (``spec_algorithm.is_none()`` -> speculation off,
+    ``is_hybrid_ssm`` -> hybrid model, everything optional - disaggregation, SWA, LOG_FORWARD_ITERS, language-only,
+    hisparse - off); f-string fields print ``7`` (``12.34`` with a float format, ``True`` for the CUDA graph flag,
+    ``cuda graph`` for the graph backend label); helper methods that build parts (0.5.23
+    ``get_decode_usage_msg_parts``) are looked up in the wheel and run the same way.
+    """
+
+    def __init__(self, wheel, spec, hybrid):
+        self.wheel = wheel
+        self.spec = spec
+        self.hybrid = hybrid
+        self.logged = []
+        self._functions = None
+
+    def oracle(self, test, env):
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return not self.oracle(test.operand, env)
+        if isinstance(test, ast.BoolOp):
+            values = [self.oracle(v, env) for v in test.values]
+            return all(values) if isinstance(test.op, ast.And) else any(values)
+        if isinstance(test, ast.Name) and test.id in env and env[test.id] is not UNKNOWN:
+            return bool(env[test.id])
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in env and len(test.ops) == 1 \
+                and isinstance(test.ops[0], (ast.Is, ast.IsNot)) and isinstance(test.comparators[0], ast.Constant) \
+                and test.comparators[0].value is None:
+            is_none = env[test.left.id] is None
+            return is_none if isinstance(test.ops[0], ast.Is) else not is_none
+        text = _src(test)
+        if re.search(r"device\s*==\s*['\"]cuda['\"]", text):
+            return True
+        if "spec_algorithm.is_none()" in text:
+            return not self.spec
+        if "is_hybrid_ssm" in text or "is_hybrid_gdn" in text:
+            return self.hybrid
+        if "logging_rank" in text or "metrics_enabled" in text:
+            return True
+        return False
+
+    def function(self, name):
+        if self._functions is None:
+            self._functions = {}
+            for relpath in sorted(self.wheel.names):
+                if relpath.startswith("sglang/srt/managers/") and relpath.endswith(".py") and "_msg_parts" in self.wheel.text(relpath):
+                    for node in ast.walk(self.wheel.tree(relpath)):
+                        if isinstance(node, ast.FunctionDef):
+                            self._functions.setdefault(node.name, node)
+        return self._functions.get(name)
+
+    def fmt(self, part, env):
+        if isinstance(part.value, ast.IfExp):
+            chosen = self.value(part.value, env)
+            if isinstance(chosen, str):
+                return chosen
+        text = _src(part.value)
+        if "graph_backend" in text:
+            return "cuda graph"
+        if "cuda_graph" in text:
+            return "True"
+        spec = _text(part.format_spec) if part.format_spec is not None else ""
+        return format(SAMPLE_FLOAT, spec) if spec else "7"
+
+    def value(self, node, env):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            out = ""
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    out += part.value
+                elif isinstance(part.value, ast.Name) and isinstance(env.get(part.value.id), str):
+                    out += env[part.value.id]
+                else:
+                    out += self.fmt(part, env)
+            return out
+        if isinstance(node, ast.IfExp):
+            return self.value(node.body if self.oracle(node.test, env) else node.orelse, env)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.value(node.left, env), self.value(node.right, env)
+            if isinstance(left, (str, list)) and type(left) is type(right):
+                return left + right
+            return UNKNOWN
+        if isinstance(node, ast.Name):
+            return env.get(node.id, UNKNOWN)
+        if isinstance(node, ast.List):
+            return [self.value(e, env) for e in node.elts]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "join" and isinstance(node.func.value, ast.Constant) and node.args:
+                items = self.value(node.args[0], env)
+                return node.func.value.value.join(items) if isinstance(items, list) and all(isinstance(i, str) for i in items) else UNKNOWN
+            helper = self.function(node.func.attr) if node.func.attr.endswith("_msg_parts") else None
+            if helper is not None:
+                return self.run(helper.body, {})
+        return UNKNOWN
+
+    def run(self, body, env):
+        """Run statements; returns the value of a ``return`` (or None)."""
+        for stmt in body:
+            if isinstance(stmt, ast.Assign):
+                value = self.value(stmt.value, env)
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name):
+                        env[target.id] = list(value) if isinstance(value, list) else value
+                    elif isinstance(target, (ast.Tuple, ast.List)):
+                        for elt in target.elts:
+                            name = elt.value if isinstance(elt, ast.Starred) else elt
+                            if isinstance(name, ast.Name):
+                                env[name.id] = UNKNOWN
+            elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and isinstance(stmt.op, ast.Add):
+                current, extra = env.get(stmt.target.id, UNKNOWN), self.value(stmt.value, env)
+                env[stmt.target.id] = current + extra if isinstance(current, (str, list)) and type(current) is type(extra) else UNKNOWN
+            elif isinstance(stmt, ast.If):
+                result = self.run(stmt.body if self.oracle(stmt.test, env) else stmt.orelse, env)
+                if result is not None:
+                    return result
+            elif isinstance(stmt, (ast.With, ast.Try)):
+                result = self.run(stmt.body, env)
+                if result is not None:
+                    return result
+            elif isinstance(stmt, ast.Return):
+                return self.value(stmt.value, env) if stmt.value is not None else "<return>"
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                call = stmt.value
+                name = _src(call.func)
+                if name.endswith(".append") and isinstance(call.func.value, ast.Name) and call.args:
+                    target = env.get(call.func.value.id)
+                    if isinstance(target, list):
+                        target.append(self.value(call.args[0], env))
+                elif name.endswith(".info") and call.args:
+                    message = self.value(call.args[0], env)
+                    if isinstance(message, str) and re.match(r"^(Decode|Prefill) batch", message):
+                        self.logged.append(message)
+        return None
+
+
+def extract_batch_lines(wheel):
+    """Sample ``Decode batch`` / ``Prefill batch`` messages per :data:`BATCH_VARIANTS`, rendered by running the
+    wheel's scheduler logging functions (``scheduler_metrics_mixin.py`` up to 0.5.10, ``metrics_reporter.py`` from
+    0.5.14) with :class:`_BatchInterpreter`. Returns ``{variant: message}``; a variant whose message could not be
+    rendered is missing (the contract test then fails)."""
+    out = {}
+    sources = [n for n in sorted(wheel.names) if (n.startswith("sglang/srt/managers/") or n.startswith("sglang/srt/observability/"))
+               and n.endswith(".py") and ("metrics_mixin" in n or "metrics_reporter" in n)]
+    for name, kind, spec, hybrid in BATCH_VARIANTS:
+        for relpath in sources:
+            text = wheel.text(relpath)
+            if "%s batch" % kind not in text:
+                continue
+            for node in ast.walk(wheel.tree(relpath)):
+                if isinstance(node, ast.FunctionDef) and "%s batch" % kind in _src(node) and not node.name.startswith("_"):
+                    interp = _BatchInterpreter(wheel, spec, hybrid)
+                    interp.run(node.body, {})
+                    for message in interp.logged:
+                        if message.startswith(kind):
+                            out.setdefault(name, message)
+    return out
+
+
 def extract_spec_metrics(wheel):
     """Sorted ``sglang:spec_*`` metric names declared with ``name="sglang:..."`` in the metrics collectors
     (``sglang/srt/metrics/collector.py`` up to 0.5.9, ``sglang/srt/observability/metrics_collector.py`` from 0.5.10)."""
@@ -562,7 +740,8 @@ def extract_meta_info_spec_keys(wheel):
 # The generated table
 # --------------------------------------------------------------------------------------------------------
 def collect(download=True, cache_dir=CACHE_DIR):
-    """``{profile: {"requirement", "wheel", "sha256", "flags", "load_weight_lines", "spec_metrics", "meta_info_spec_keys"}}``."""
+    """``{profile: {"requirement", "wheel", "sha256", "flags", "load_weight_lines", "spec_metrics", "meta_info_spec_keys",
+    "batch_lines"}}``."""
     data = {}
     for profile, requirement in VERSIONS:
         wheel = Wheel(wheel_path(requirement, cache_dir, download))
@@ -574,6 +753,7 @@ def collect(download=True, cache_dir=CACHE_DIR):
             "load_weight_lines": extract_load_weight_lines(wheel),
             "spec_metrics": extract_spec_metrics(wheel),
             "meta_info_spec_keys": extract_meta_info_spec_keys(wheel),
+            "batch_lines": extract_batch_lines(wheel),
         }
     return data
 
@@ -630,7 +810,9 @@ Attributes that differ between versions are ``{profile: value}`` dicts; empty at
 deprecated, nargs None, primary = the flag itself) are left out of a row.
 ``WHEELS``: ``{profile: (wheel file name, sha256)}``. ``SPEC_METRICS`` / ``META_INFO_SPEC_KEYS``: per profile,
 the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``LOAD_WEIGHT_LINES``: per profile,
-``Load weight end.`` messages rendered from the real format strings with sample values.
+``Load weight end.`` messages rendered from the real format strings with sample values. ``BATCH_LINES``: per profile,
+``Decode batch`` / ``Prefill batch`` messages (variants decode_spec, decode_spec_hybrid, decode_plain, prefill_hybrid,
+prefill_plain) rendered by running the scheduler's logging code on sample values (7, 12.34, True).
 Standard library only (nothing but literals); read by plugins/module_utils/sglang_args.py.
 """
 
@@ -655,6 +837,7 @@ def render_table(data):
     parts.append(_assign("SPEC_METRICS", dict((p, tuple(data[p]["spec_metrics"])) for p in profiles)))
     parts.append(_assign("META_INFO_SPEC_KEYS", dict((p, tuple(data[p]["meta_info_spec_keys"])) for p in profiles)))
     parts.append(_assign("LOAD_WEIGHT_LINES", dict((p, tuple(x["message"] for x in data[p]["load_weight_lines"])) for p in profiles)))
+    parts.append(_assign("BATCH_LINES", dict((p, data[p]["batch_lines"]) for p in profiles)))
     parts.append(_assign("FLAGS", build_rows(data)).rstrip("\n") + "\n")
     return "".join(parts)
 

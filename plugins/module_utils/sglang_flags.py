@@ -14,7 +14,9 @@ Attributes that differ between versions are ``{profile: value}`` dicts; empty at
 deprecated, nargs None, primary = the flag itself) are left out of a row.
 ``WHEELS``: ``{profile: (wheel file name, sha256)}``. ``SPEC_METRICS`` / ``META_INFO_SPEC_KEYS``: per profile,
 the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``LOAD_WEIGHT_LINES``: per profile,
-``Load weight end.`` messages rendered from the real format strings with sample values.
+``Load weight end.`` messages rendered from the real format strings with sample values. ``BATCH_LINES``: per profile,
+``Decode batch`` / ``Prefill batch`` messages (variants decode_spec, decode_spec_hybrid, decode_plain, prefill_hybrid,
+prefill_plain) rendered by running the scheduler's logging code on sample values (7, 12.34, True).
 Standard library only (nothing but literals); read by plugins/module_utils/sglang_args.py.
 """
 
@@ -67,6 +69,74 @@ LOAD_WEIGHT_LINES = (
                 'total 12.34 s)'),
      '0.5.4': ('Load weight end. type=Qwen3NextForCausalLM, dtype=torch.bfloat16, avail mem=12.34 GB, mem usage=12.34 GB.',),
      '0.5.9': ('Load weight end. elapsed=12.34 s, type=Qwen3NextForCausalLM, dtype=torch.bfloat16, avail mem=12.34 GB, mem usage=12.34 GB.',)}
+)
+
+BATCH_LINES = (
+    {'0.4.10': {'decode_plain': 'Decode batch. #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                                '12.34, #queue-req: 7, ',
+                'decode_spec': 'Decode batch. #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, cuda graph: True, gen '
+                               'throughput (token/s): 12.34, #queue-req: 7, ',
+                'decode_spec_hybrid': 'Decode batch. #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, cuda graph: True, gen '
+                                      'throughput (token/s): 12.34, #queue-req: 7, ',
+                'prefill_hybrid': 'Prefill batch. #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                  '#queue-req: 7, ',
+                'prefill_plain': 'Prefill batch. #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                 '#queue-req: 7, '},
+     '0.5.10': {'decode_plain': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                                '12.34, #queue-req: 7',
+                'decode_spec': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, accept rate: 12.34, cuda '
+                               'graph: True, gen throughput (token/s): 12.34, #queue-req: 7',
+                'decode_spec_hybrid': 'Decode batch, #running-req: 7, #full token: 7, full token usage: 12.34, mamba num: 7, mamba usage: '
+                                      '12.34, accept len: 12.34, accept rate: 12.34, cuda graph: True, gen throughput (token/s): 12.34, '
+                                      '#queue-req: 7',
+                'prefill_hybrid': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, full token usage: 12.34, mamba usage: 12.34, '
+                                  '#running-req: 7, #queue-req: 7, cuda graph: True, input throughput (token/s): 12.34',
+                'prefill_plain': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                 '#queue-req: 7, cuda graph: True, input throughput (token/s): 12.34'},
+     '0.5.14': {'decode_plain': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                                '12.34, #queue-req: 7',
+                'decode_spec': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, accept rate: 12.34, cuda '
+                               'graph: True, gen throughput (token/s): 12.34, #queue-req: 7',
+                'decode_spec_hybrid': 'Decode batch, #running-req: 7, #full token: 7, full token usage: 12.34, mamba num: 7, mamba usage: '
+                                      '12.34, accept len: 12.34, accept rate: 12.34, cuda graph: True, gen throughput (token/s): 12.34, '
+                                      '#queue-req: 7',
+                'prefill_hybrid': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, full token usage: 12.34, mamba usage: 12.34, '
+                                  '#running-req: 7, #queue-req: 7, #pending-token: 7, cuda graph: True, input throughput (token/s): 12.34',
+                'prefill_plain': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                 '#queue-req: 7, #pending-token: 7, cuda graph: True, input throughput (token/s): 12.34'},
+     '0.5.23': {'decode_plain': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                                '12.34, #queue-req: 7',
+                'decode_spec': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, accept rate: 12.34, cuda '
+                               'graph: True, gen throughput (token/s): 12.34, #queue-req: 7',
+                'decode_spec_hybrid': 'Decode batch, #running-req: 7, #full token: 7, full token usage: 12.34, mamba num: 7, mamba usage: '
+                                      '12.34, accept len: 12.34, accept rate: 12.34, cuda graph: True, gen throughput (token/s): 12.34, '
+                                      '#queue-req: 7',
+                'prefill_hybrid': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, full token usage: 12.34, mamba usage: 12.34, '
+                                  '#running-req: 7, #queue-req: 7, #pending-token: 7, cuda graph: True, input throughput (token/s): 12.34',
+                'prefill_plain': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                 '#queue-req: 7, #pending-token: 7, cuda graph: True, input throughput (token/s): 12.34'},
+     '0.5.4': {'decode_plain': 'Decode batch [7], #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                               '12.34, #queue-req: 7, ',
+               'decode_spec': 'Decode batch [7], #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, accept rate: 12.34, cuda '
+                              'graph: True, gen throughput (token/s): 12.34, #queue-req: 7, ',
+               'decode_spec_hybrid': 'Decode batch [7], #running-req: 7, #full token: 7, full token usage: 12.34, mamba num: 7, mamba usage: '
+                                     '12.34, accept len: 12.34, accept rate: 12.34, cuda graph: True, gen throughput (token/s): 12.34, '
+                                     '#queue-req: 7, ',
+               'prefill_hybrid': 'Prefill batch [7], #new-seq: 7, #new-token: 7, #cached-token: 7, full token usage: 12.34, mamba usage: '
+                                 '12.34, #running-req: 7, #queue-req: 7, ',
+               'prefill_plain': 'Prefill batch [7], #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, '
+                                '#queue-req: 7, '},
+     '0.5.9': {'decode_plain': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, cuda graph: True, gen throughput (token/s): '
+                               '12.34, #queue-req: 7',
+               'decode_spec': 'Decode batch, #running-req: 7, #token: 7, token usage: 12.34, accept len: 12.34, accept rate: 12.34, cuda '
+                              'graph: True, gen throughput (token/s): 12.34, #queue-req: 7',
+               'decode_spec_hybrid': 'Decode batch, #running-req: 7, #full token: 7, full token usage: 12.34, mamba num: 7, mamba usage: '
+                                     '12.34, accept len: 12.34, accept rate: 12.34, cuda graph: True, gen throughput (token/s): 12.34, '
+                                     '#queue-req: 7',
+               'prefill_hybrid': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, full token usage: 12.34, mamba usage: 12.34, '
+                                 '#running-req: 7, #queue-req: 7, input throughput (token/s): 12.34, cuda graph: True',
+               'prefill_plain': 'Prefill batch, #new-seq: 7, #new-token: 7, #cached-token: 7, token usage: 12.34, #running-req: 7, #queue-req: '
+                                '7, input throughput (token/s): 12.34, cuda graph: True'}}
 )
 
 FLAGS = (
