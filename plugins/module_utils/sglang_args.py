@@ -864,9 +864,9 @@ def _render_memory_and_graphs(r):
             r.flag("--cuda-graph-max-bs", d["cuda_graph_max_bs"])
             r.expected["cuda_graph_max_bs"] = d["cuda_graph_max_bs"]
     if d["cuda_graph_max_bs_prefill"] is not None:
-        if not _at_least(r.p, "0.5.23"):
+        if not _at_least(r.p, "0.5.14"):
             raise SGLangArgsError(var("cuda_graph_max_bs_prefill"), d["cuda_graph_max_bs_prefill"],
-                                  "prefill CUDA graphs (--cuda-graph-max-bs-prefill) exist only in SGLang 0.5.23", "unset it for %s" % r.p)
+                                  "prefill CUDA graphs (--cuda-graph-max-bs-prefill) exist from SGLang 0.5.14", "unset it for %s" % r.p)
         r.flag("--cuda-graph-max-bs-prefill", d["cuda_graph_max_bs_prefill"])
     if d["disable_cuda_graph"]:
         if _at_least(r.p, "0.5.14"):

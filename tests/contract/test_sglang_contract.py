@@ -135,6 +135,8 @@ def matrix(profile):
             ("multi-node", MULTI_NODE, dict(H100, gpu_count=8)),
             ("cuda graphs off", dict(PLAIN, disable_cuda_graph=True), H100),
             ("cuda graph bs", dict(PLAIN, cuda_graph_max_bs=160), H100)]
+    if sa._at_least(profile, "0.5.14"):
+        out.append(("prefill cuda graph bs", dict(PLAIN, cuda_graph_max_bs=160, cuda_graph_max_bs_prefill=64), H100))
     for backend in contract_choices(profile, "--attention-backend"):
         out.append(("attention %s" % backend, dict(PLAIN, attention_backend=backend), H100))
     for dtype in contract_choices(profile, "--kv-cache-dtype"):
