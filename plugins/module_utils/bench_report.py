@@ -117,22 +117,59 @@ def _rate_display(rate):
     return rate
 
 
-SUMMARY_FIELDS = (
-    ("level", "level"), ("max_concurrency", "concurrency"), ("request_rate", "request_rate"),
-    ("completed", "completed"), ("failed", "failed"), ("output_throughput", "output_tok_s"),
-    ("decode_tok_s_per_request", "decode_tok_s_per_req"), ("median_ttft_ms", "median_ttft_ms"),
-    ("p99_ttft_ms", "p99_ttft_ms"), ("median_tpot_ms", "median_tpot_ms"), ("p99_tpot_ms", "p99_tpot_ms"),
-    ("median_itl_ms", "median_itl_ms"), ("median_e2e_latency_ms", "median_e2e_ms"), ("concurrency", "measured_concurrency"),
-    ("accept_length", "accept_length"), ("duration", "duration_s"), ("goodput", "goodput_req_s"),
+# The report's one field table: every per-level column of summary rows (module result ``summary`` and
+# summary.json), the Markdown table (summary.md, the play's output) and the single-run plots comes from
+# here. A new column is one row. Columns:
+#   record key     - key in the record (results.jsonl line)
+#   summary key    - key in the summary row
+#   Markdown header, or None when the column is in the summary only
+#   decimals       - for floats in the Markdown table
+#   plot           - (PNG file, series label) when the column is drawn in a single-run plot (see PLOTS), else None
+REPORT_FIELDS = (
+    ("level", "level", "level", 0, None),
+    ("max_concurrency", "concurrency", "concurrency", 0, None),
+    ("request_rate", "request_rate", "rate (req/s)", 1, None),
+    ("completed", "completed", "ok", 0, None),
+    ("failed", "failed", "failed", 0, None),
+    ("output_throughput", "output_tok_s", "output tok/s", 1, ("output_throughput.png", "output")),
+    ("decode_tok_s_per_request", "decode_tok_s_per_req", "decode tok/s/req", 1, ("decode_speed.png", "decode")),
+    ("median_ttft_ms", "median_ttft_ms", "TTFT p50 ms", 1, ("ttft.png", "median")),
+    ("p90_ttft_ms", "p90_ttft_ms", None, 1, ("ttft.png", "p90")),
+    ("p99_ttft_ms", "p99_ttft_ms", "TTFT p99 ms", 1, ("ttft.png", "p99")),
+    ("median_tpot_ms", "median_tpot_ms", "TPOT p50 ms", 2, ("tpot.png", "median")),
+    ("p90_tpot_ms", "p90_tpot_ms", None, 2, ("tpot.png", "p90")),
+    ("p99_tpot_ms", "p99_tpot_ms", "TPOT p99 ms", 2, ("tpot.png", "p99")),
+    ("median_itl_ms", "median_itl_ms", "ITL p50 ms", 2, None),
+    ("median_e2e_latency_ms", "median_e2e_ms", "E2E p50 ms", 1, None),
+    ("concurrency", "measured_concurrency", None, 1, None),
+    ("accept_length", "accept_length", "accept len", 2, None),
+    ("duration", "duration_s", None, 1, None),
+    ("goodput", "goodput_req_s", None, 2, None),
+)
+
+# (record key, summary key) pairs, kept for callers of the former name.
+SUMMARY_FIELDS = tuple((f[0], f[1]) for f in REPORT_FIELDS)
+
+# The single-run plots: PNG file -> (title suffix, y axis label). Their series are the REPORT_FIELDS rows
+# whose plot names the file, in table order.
+PLOTS = (
+    ("output_throughput.png", "output throughput", "output tok/s"),
+    ("decode_speed.png", "per-request decode speed (1000 / median TPOT)", "tok/s per request"),
+    ("ttft.png", "TTFT", "ms"),
+    ("tpot.png", "TPOT", "ms"),
 )
 
 
 def summary_rows(records):
-    """Compact per-level rows (dicts keyed by the second names of :data:`SUMMARY_FIELDS`)."""
+    """Compact per-level rows (dicts keyed by the summary keys of :data:`REPORT_FIELDS`, in table order).
+
+    ``level`` defaults to the 1-based position when the record has none; an unlimited ``request_rate``
+    is None.
+    """
     rows = []
     for i, rec in enumerate(records):
         row = {}
-        for src, name in SUMMARY_FIELDS:
+        for src, name, _head, _nd, _plot in REPORT_FIELDS:
             v = rec.get(src)
             if src == "level" and v is None:
                 v = i + 1
@@ -141,6 +178,25 @@ def summary_rows(records):
             row[name] = v
         rows.append(row)
     return rows
+
+
+def plot_series(records):
+    """The single-run plots' data: ``[(file, title suffix, y label, [(series label, [y per record])])]``.
+
+    Built from :data:`PLOTS` and the ``plot`` column of :data:`REPORT_FIELDS`; a zero decode speed
+    (no output tokens) is drawn as a gap (None), like a missing value.
+    """
+    out = []
+    for name, title, ylabel in PLOTS:
+        series = []
+        for src, _n, _h, _nd, plot in REPORT_FIELDS:
+            if plot and plot[0] == name:
+                ys = [rec.get(src) for rec in records]
+                if src == "decode_tok_s_per_request":
+                    ys = [y or None for y in ys]
+                series.append((plot[1], ys))
+        out.append((name, title, ylabel, series))
+    return out
 
 
 def _fmt(v, nd=1):
@@ -158,18 +214,12 @@ def _fmt(v, nd=1):
 
 
 def markdown_table(records):
-    """The per-level Markdown table (one row per level) for summary.md and the end of the play."""
-    head = ("| level | concurrency | rate (req/s) | ok | failed | output tok/s | decode tok/s/req | TTFT p50 ms | TTFT p99 ms "
-            "| TPOT p50 ms | TPOT p99 ms | ITL p50 ms | E2E p50 ms | accept len |")
-    sep = "|" + "---:|" * 14
-    lines = [head, sep]
+    """The per-level Markdown table (one row per level, the REPORT_FIELDS columns that have a header)
+    for summary.md and the end of the play."""
+    cols = [(name, head, nd) for _src, name, head, nd, _plot in REPORT_FIELDS if head]
+    lines = ["| %s |" % " | ".join(head for _n, head, _nd in cols), "|" + "---:|" * len(cols)]
     for row in summary_rows(records):
-        lines.append("| %s |" % " | ".join([
-            _fmt(row["level"]), _fmt(row["concurrency"]), _fmt(row["request_rate"]), _fmt(row["completed"]),
-            _fmt(row["failed"]), _fmt(row["output_tok_s"]), _fmt(row["decode_tok_s_per_req"]),
-            _fmt(row["median_ttft_ms"]), _fmt(row["p99_ttft_ms"]), _fmt(row["median_tpot_ms"], 2),
-            _fmt(row["p99_tpot_ms"], 2), _fmt(row["median_itl_ms"], 2), _fmt(row["median_e2e_ms"]),
-            _fmt(row["accept_length"], 2)]))
+        lines.append("| %s |" % " | ".join(_fmt(row[name], nd) for name, _h, nd in cols))
     return "\n".join(lines)
 
 

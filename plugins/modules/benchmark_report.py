@@ -125,7 +125,8 @@ markdown:
   returned: always
   type: str
 summary:
-  description: Compact per-level rows of O(records).
+  description: Compact per-level rows of O(records), as the RV(serving_benchmark.summary) rows of
+    M(llmops.sglang.serving_benchmark) (the columns of REPORT_FIELDS in C(plugins/module_utils/bench_report.py)).
   returned: always
   type: list
   elements: dict
@@ -146,7 +147,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
-    ReportError, ab_markdown, compare, jsonl_line, level_key, markdown_table, summary_rows,
+    ReportError, ab_markdown, compare, jsonl_line, level_key, markdown_table, plot_series, summary_rows,
 )
 
 MPL_IMP_ERR = None
@@ -203,20 +204,13 @@ def _plot_series(path, title, xlabel, ylabel, series, hline=None, marker_x=None)
 
 
 def plots_single(tmpdir, records, title):
-    """Draw the single-run plots into tmpdir; returns {filename: bytes}."""
+    """Draw the single-run plots (:func:`bench_report.plot_series`) into tmpdir; returns {filename: bytes}."""
     xs = [_x(r) for r in records]
     xl = _xlabel(records)
-    specs = [
-        ("output_throughput.png", "%s: output throughput" % title, "output tok/s", [("output", xs, [r.get("output_throughput") for r in records])]),
-        ("decode_speed.png", "%s: per-request decode speed (1000 / median TPOT)" % title, "tok/s per request",
-         [("decode", xs, [r.get("decode_tok_s_per_request") or None for r in records])]),
-        ("ttft.png", "%s: TTFT" % title, "ms", [(p, xs, [r.get("%s_ttft_ms" % p) for r in records]) for p in ("median", "p90", "p99")]),
-        ("tpot.png", "%s: TPOT" % title, "ms", [(p, xs, [r.get("%s_tpot_ms" % p) for r in records]) for p in ("median", "p90", "p99")]),
-    ]
     out = {}
-    for name, t, yl, series in specs:
+    for name, t, yl, series in plot_series(records):
         path = os.path.join(tmpdir, name)
-        _plot_series(path, t, xl, yl, series)
+        _plot_series(path, "%s: %s" % (title, t), xl, yl, [(label, xs, ys) for label, ys in series])
         with open(path, "rb") as fh:
             out[name] = fh.read()
     return out

@@ -372,8 +372,9 @@ records:
   elements: dict
 summary:
   description: Compact per-level rows (level, concurrency, request_rate in req/s, completed, failed, output_tok_s
-    in tok/s, decode_tok_s_per_req in tok/s, median/p99 TTFT and TPOT in ms, median ITL in ms, median E2E in ms,
-    measured concurrency, accept_length, duration_s in s, goodput_req_s in req/s or null).
+    in tok/s, decode_tok_s_per_req in tok/s, median/p90/p99 TTFT and TPOT in ms, median ITL in ms, median E2E in ms,
+    measured concurrency, accept_length, duration_s in s, goodput_req_s in req/s or null); the columns of the field
+    table REPORT_FIELDS in C(plugins/module_utils/bench_report.py).
   returned: always
   type: list
   elements: dict

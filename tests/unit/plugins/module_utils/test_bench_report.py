@@ -140,7 +140,29 @@ def test_markdown_table_rows():
     assert len(md) == 4
     assert md[2].startswith("| 1 | 1 | - | 10 | 0 | 110.0 | 110.0 | 50.0 | 60.0 | 9.09 |")
     assert md[3].endswith("| 2.00 |")
+    # the header and separator, written out by hand: 14 columns, the summary-only ones (p90s, measured
+    # concurrency, duration) left out
+    assert md[0] == ("| level | concurrency | rate (req/s) | ok | failed | output tok/s | decode tok/s/req | TTFT p50 ms "
+                     "| TTFT p99 ms | TPOT p50 ms | TPOT p99 ms | ITL p50 ms | E2E p50 ms | accept len |")
+    assert md[1] == "|" + "---:|" * 14
     ab = br.ab_markdown(br.compare(OFF, ON, target=64))
     assert "| 16 | 1200.0 | 1150.0 | 0.958 |" in ab
     assert "Crossover: concurrency ~11.8 (first losing level 16)" in ab
     assert "Decision: **mtp_off**" in ab
+
+
+def test_one_field_table_drives_summary_and_plots():
+    rec = dict(_rec(8, 500.0, tpot_ms=20.0, accept=1.5, level=3), p90_ttft_ms=70.0, p99_ttft_ms=90.0,
+               p90_tpot_ms=22.0, p99_tpot_ms=25.0, concurrency=7.5, duration=12.0)
+    row = br.summary_rows([rec])[0]
+    assert list(row) == ["level", "concurrency", "request_rate", "completed", "failed", "output_tok_s",
+                         "decode_tok_s_per_req", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+                         "p90_tpot_ms", "p99_tpot_ms", "median_itl_ms", "median_e2e_ms", "measured_concurrency",
+                         "accept_length", "duration_s", "goodput_req_s"]
+    assert row["request_rate"] is None and row["decode_tok_s_per_req"] == 50.0 and row["measured_concurrency"] == 7.5
+    plots = {name: (yl, series) for name, _t, yl, series in br.plot_series([rec, dict(rec, decode_tok_s_per_request=0.0)])}
+    assert list(plots) == ["output_throughput.png", "decode_speed.png", "ttft.png", "tpot.png"]
+    assert plots["ttft.png"] == ("ms", [("median", [50.0, 50.0]), ("p90", [70.0, 70.0]), ("p99", [90.0, 90.0])])
+    assert plots["tpot.png"][1] == [("median", [20.0, 20.0]), ("p90", [22.0, 22.0]), ("p99", [25.0, 25.0])]
+    assert plots["decode_speed.png"][1] == [("decode", [50.0, None])]     # no output tokens: a gap, not 0
+    assert plots["output_throughput.png"] == ("output tok/s", [("output", [500.0, 500.0])])
