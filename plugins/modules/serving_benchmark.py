@@ -31,11 +31,8 @@ author:
   - llmops.sglang developers (@llmops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - llmops.sglang.sglang_http
 options:
-  url:
-    description: Base URL of the server, C(http(s)://host:port), without the endpoint path.
-    type: str
-    default: http://127.0.0.1:30000
   backend:
     description:
       - C(sglang) posts to C(/generate) with C(input_ids) (no tokenizer needed) and reads C(meta_info).
@@ -46,10 +43,6 @@ options:
     default: sglang
   model:
     description: Model name sent to the OpenAI backends. Empty uses the server's C(served_model_name) from server info.
-    type: str
-    default: ""
-  api_key:
-    description: Sent as C(Authorization Bearer) when not empty (SGLang C(--api-key)).
     type: str
     default: ""
   input_len:
@@ -276,10 +269,6 @@ options:
       - Needs O(output_file). The lists are not returned in C(records).
     type: bool
     default: false
-  validate_certs:
-    description: Verify TLS certificates for https URLs.
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
@@ -647,7 +636,7 @@ def main():
             url=dict(type="str", default="http://127.0.0.1:30000"),
             backend=dict(type="str", default="sglang", choices=["sglang", "openai", "openai-chat"]),
             model=dict(type="str", default=""),
-            api_key=dict(type="str", default="", no_log=True),
+            api_key=dict(type="str", no_log=True),
             input_len=dict(type="int", default=1000),
             output_len=dict(type="int", default=1000),
             range_ratio=dict(type="float", default=1.0),

@@ -24,13 +24,15 @@ description:
     a non-stream C(/generate) probe with C(ignore_eos), C(/metrics) (only with C(--enable-metrics)), and logs (a journald unit,
     a docker or podman container, or a file) bounded by O(log_since) and O(log_max_bytes).
   - The task fails (with every verdict and all evidence) when a verdict named in O(fail_on) is not C(pass) or C(skip).
-  - The accept rate is recomputed one way for every version as C((accept_length - 1) / (num_draft_tokens - 1)), the fraction of
+  - The accept rate is recomputed one way for every version as (C(accept_length) - 1) / (C(num_draft_tokens) - 1), the fraction of
     proposed draft tokens accepted, because SGLang changed the definition it prints in 0.5.14.
   - A probe that gets no answer within O(timeout) while C(/health) answers 200 is a stalled generation - C(accepting) fails and
     names the stall (the time waited, the last Decode line logged) instead of reporting a missing accept length; a probe that
     fails otherwise (an HTTP error, an error object, a broken connection) fails C(accepting) with that error.
 author:
   - llmops.sglang contributors (@llmops)
+extends_documentation_fragment:
+  - llmops.sglang.sglang_http
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -40,17 +42,6 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 options:
-  url:
-    description: Base URL of the SGLang server (C(--host)/C(--port)). The module runs on the serving host, so loopback is the default.
-    type: str
-    default: http://127.0.0.1:30000
-  api_key:
-    description: "The server's C(--api-key), sent as an C(Authorization) header with C(Bearer <key>)."
-    type: str
-  validate_certs:
-    description: Verify TLS certificates for C(https://) URLs.
-    type: bool
-    default: true
   timeout:
     description: Seconds allowed for each HTTP request, the probe generation included.
     type: float
@@ -85,7 +76,7 @@ options:
     default: true
   log_source:
     description:
-      - Where to read the server's log. C(journald) runs C(journalctl -u O(log_unit) -o short-iso), which keeps SGLang's own line text
+      - Where to read the server's log. C(journald) runs C(journalctl -u <unit> -o short-iso) for O(log_unit), which keeps SGLang's own line text
         behind the journald prefix; C(docker)/C(podman) run C(<engine> logs --tail) on O(log_container) (stdout and stderr);
         C(file) reads the end of O(log_path). C(none) reads no log.
     type: str
@@ -231,7 +222,7 @@ accept_length_trend:
   sample: {lines: 12, window_lines: 3, first: 2.0, last: 1.05, change: -0.95, change_fraction: -0.475, falling: true, drop_warn: 0.2,
            first_from: "2026-11-20 09:14:02", first_to: "2026-11-20 09:16:40", last_from: "2026-11-20 17:02:11", last_to: "2026-11-20 17:05:30"}
 accept_rate:
-  description: C((accept_length - 1) / (num_draft_tokens - 1)) - accepted / proposed draft tokens, same definition for every version.
+  description: (C(accept_length) - 1) / (C(num_draft_tokens) - 1) - accepted / proposed draft tokens, same definition for every version.
   returned: always
   type: float
   sample: 1.0
@@ -257,6 +248,16 @@ draft_class:
   description: Class of the draft model from its C(Load weight end.) line (e.g. C(Qwen3_5ForCausalLMMTP)), null when not logged.
   returned: always
   type: str
+draft_kind:
+  description: Kind of draft model from its class name - C(mtp), C(nextn), C(eagle) or C(eagle3); null when no draft C(Load weight end.) line was logged.
+  returned: always
+  type: str
+  sample: mtp
+target_class:
+  description: Class of the target model, from its C(Load weight end.) line, else the first of C(/model_info) C(architectures); null when neither is known.
+  returned: always
+  type: str
+  sample: Qwen3_5MoeForConditionalGeneration
 draft_mem_gb:
   description: Draft C(mem usage) per rank in GB as printed by SGLang, keyed by the rank tag (C(TP0), C(DP0 TP0 EP0), ...).
   returned: always
@@ -273,7 +274,8 @@ server_version:
 warnings_found:
   description: Warnings that matter, from the logs (48-request cap, radix cache disabled, custom all-reduce disabled, spec v2 on/off,
     C(accept_length_falling) from RV(accept_length_trend), ...) and from the server args (C(max_running_requests_capped) when the
-    server runs speculation at 48 running requests), each C({key, meaning, text}).
+    server runs speculation at 48 running requests), each C({key, meaning, text}), with C(time) and C(rank) when the log line
+    carries them.
   returned: always
   type: list
   elements: dict
@@ -293,11 +295,65 @@ ansible_facts:
   type: dict
   contains:
     llmops_speculative:
-      description: C({passed, speculation, algorithm, accept_length, accept_length_source, accept_length_trend, accept_rate, num_draft_tokens,
-        gen_throughput, gen_throughput_source, probe_tok_per_s, draft_class, draft_kind, draft_mem_gb, target_class, server_version,
-        warnings, verdicts}) where C(verdicts) maps each verdict to its status and reason.
+      description: The verdicts and measurements for later plays; the keys of the same name above, plus the following.
       type: dict
       returned: always
+      contains:
+        passed:
+          description: Same as RV(passed).
+          type: bool
+        speculation:
+          description: Same as RV(speculation).
+          type: str
+        algorithm:
+          description: C(speculative_algorithm) the running server reports (C(EAGLE) for NEXTN), null without speculation.
+          type: str
+        accept_length:
+          description: Same as RV(accept_length).
+          type: float
+        accept_length_source:
+          description: Same as RV(accept_length_source).
+          type: str
+        accept_length_trend:
+          description: Same as RV(accept_length_trend).
+          type: dict
+        accept_rate:
+          description: Same as RV(accept_rate).
+          type: float
+        num_draft_tokens:
+          description: Same as RV(num_draft_tokens).
+          type: int
+        gen_throughput:
+          description: Same as RV(gen_throughput), tok/s.
+          type: float
+        gen_throughput_source:
+          description: Same as RV(gen_throughput_source).
+          type: str
+        probe_tok_per_s:
+          description: Same as RV(probe_tok_per_s), tok/s.
+          type: float
+        draft_class:
+          description: Same as RV(draft_class).
+          type: str
+        draft_kind:
+          description: Same as RV(draft_kind).
+          type: str
+        draft_mem_gb:
+          description: Same as RV(draft_mem_gb), GB per rank.
+          type: dict
+        target_class:
+          description: Same as RV(target_class).
+          type: str
+        server_version:
+          description: Same as RV(server_version).
+          type: str
+        warnings:
+          description: The C(key) of each entry of RV(warnings_found).
+          type: list
+          elements: str
+        verdicts:
+          description: Each verdict name mapped to C({status, reason}) (RV(verdicts) without the evidence).
+          type: dict
 """
 
 import datetime
