@@ -701,3 +701,19 @@ def test_reboot_policy_recognises_the_controller_by_its_real_addresses(tmp_path)
     flat = " ".join(text.split())
     assert rc != 0, flat[-2000:]
     assert "Refusing nvidia_driver_reboot_allowed=True: this host is the control node: it has the controller's address" in flat
+
+
+# ---------------------------------------------------------------------------------------------
+# sglang_server validate entry point: the main spec (documented once) is enforced there too
+
+
+def test_sglang_server_validate_enforces_the_main_argument_spec(tmp_path):
+    # the validate entry point documents no options of its own (ansible-doc prints them once, under main);
+    # its first task applies main's spec, so a port that is not an int is refused by name before any change
+    rc, text, _res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("sglang_server", "validate.yml")],
+                               dict(REFERENCE_DEPLOYMENT, sglang_server_port="thirty-thousand"))
+    assert rc != 0
+    assert "Check the variables against the main entry point's argument spec" in text
+    assert "sglang_server_port" in text and "thirty-thousand" in text
+    rc, text, _res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("sglang_server", "validate.yml")], REFERENCE_DEPLOYMENT)
+    assert rc == 0, text
