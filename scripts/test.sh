@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite behind `make test` (and so .ci/run). Stages, in order, each failing fast:
-#   lint     yamllint, ansible-lint --profile production, antsibull-changelog lint
+#   lint     yamllint, ansible-lint --profile production, antsibull-changelog lint,
+#            antsibull-docs lint-collection-docs (module/filter/role docs, markup and references)
 #   sanity   ansible-test sanity (empty ignore files), offline, via scripts/ansible_test.sh
 #   pytest   unit tests (recorded fixtures), module/client integration against the SGLang simulator,
 #            sandbox end to end (site.yml, idempotence, check mode, refusals, rollout) and molecule
@@ -19,6 +20,9 @@ stage_lint() {
   ansible-lint --offline --profile production
   echo "== lint: antsibull-changelog lint"
   antsibull-changelog lint
+  echo "== lint: antsibull-docs lint-collection-docs"
+  (cd .collections/ansible_collections/llmops/sglang &&
+    antsibull-docs lint-collection-docs --plugin-docs --validate-collection-refs=all --disallow-unknown-collection-refs .)
   for f in tests/sanity/ignore-*.txt; do
     [ -e "$f" ] || continue
     [ ! -s "$f" ] || { echo "sanity ignore file $f is not empty" >&2; return 1; }

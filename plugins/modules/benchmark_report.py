@@ -125,7 +125,7 @@ markdown:
   returned: always
   type: str
 summary:
-  description: Compact per-level rows of O(records), as the RV(serving_benchmark.summary) rows of
+  description: Compact per-level rows of O(records), as the RV(llmops.sglang.serving_benchmark#module:summary) rows of
     M(llmops.sglang.serving_benchmark) (the columns of REPORT_FIELDS in C(plugins/module_utils/bench_report.py)).
   returned: always
   type: list
