@@ -8,7 +8,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 VENV := $(CURDIR)/.venv/bin
 export PATH := $(VENV):$(PATH)
 
-.PHONY: bootstrap site test lint sanity unit integration e2e molecule clean
+.PHONY: bootstrap site test lint sanity unit integration e2e molecule ee clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -35,6 +35,14 @@ integration: bootstrap
 e2e: bootstrap
 	pytest tests/sandbox_e2e
 
+# The execution environment's build context (execution-environment.yml), offline: the collection tarball, then
+# ansible-builder create. Build the image with: podman build -f build/ee/context/Containerfile build/ee/context
+ee: bootstrap
+	rm -rf build/ee && mkdir -p build/ee
+	ansible-galaxy collection build --output-path build/ee
+	cp build/ee/llmops-sglang-*.tar.gz build/ee/llmops-sglang.tar.gz
+	ansible-builder create -f execution-environment.yml --context build/ee/context
+
 clean:
 	-ansible-playbook tests/sandbox/sandbox.yml -e sandbox_state=absent
-	rm -rf .collections reports
+	rm -rf .collections reports build
