@@ -15,6 +15,7 @@ Filters:
   cmdline_edit(cmdline, add=[], remove=[])                 -> {cmdline, tokens, added, removed, changed}
   cmdline_satisfies(cmdline, add=[], remove=[])            -> {satisfied, missing, unwanted}
   kernel_args_method(distribution, major_version)          -> {method, path, update_command, reason}
+  os_support(distribution, major_version)                  -> {supported, label, cuda_repo, kernel_args, supported_list, reason}
   grub_dropin(plan)                                        -> drop-in text for /etc/default/grub.d/99-llmops-iommu.cfg
   grubby_commands(plan, current_cmdline=None)              -> [[argv], ...]
   nvidia_driver_flavour(facts, requested='auto', force=False) -> {flavour, reason, warnings}
@@ -72,8 +73,13 @@ def cmdline_satisfies(cmdline, add=None, remove=None):
 
 
 def kernel_args_method(distribution, major_version):
-    """grub_dropin (Ubuntu 22.04/24.04, Debian 12/13) or grubby (RHEL 9); refuses other OSes."""
+    """grub_dropin (Debian/Ubuntu) or grubby (RHEL 9 family); refuses an OS not in platform_policy.SUPPORTED_OS_TABLE."""
     return _call(pp.kernel_args_method, distribution, major_version)
+
+
+def os_support(distribution, major_version):
+    """Supported OS? With its NVIDIA CUDA repository and kernel-argument method (platform_policy.SUPPORTED_OS_TABLE)."""
+    return pp.os_support(distribution, major_version)
 
 
 def grub_dropin(plan):
@@ -152,6 +158,7 @@ class FilterModule(object):
             "cmdline_edit": cmdline_edit,
             "cmdline_satisfies": cmdline_satisfies,
             "kernel_args_method": kernel_args_method,
+            "os_support": os_support,
             "grub_dropin": grub_dropin,
             "grubby_commands": grubby_commands,
             "nvidia_driver_flavour": nvidia_driver_flavour,

@@ -42,11 +42,47 @@ BLACKWELL = "Blackwell"
 PRE_TURING = ("Kepler", "Maxwell", "Pascal", "Volta")
 GRUB_DROPIN_PATH = "/etc/default/grub.d/99-llmops-iommu.cfg"
 MANAGED_MARKER = MANAGED_DROPIN_MARKER
-SUPPORTED_OS = {
-    ("Ubuntu", "22"): "grub_dropin", ("Ubuntu", "24"): "grub_dropin",
-    ("Debian", "12"): "grub_dropin", ("Debian", "13"): "grub_dropin",
-    ("RedHat", "9"): "grubby", ("Rocky", "9"): "grubby", ("AlmaLinux", "9"): "grubby", ("CentOS", "9"): "grubby",
-}
+# THE supported operating systems: one row per (ansible_facts.distribution, distribution_major_version) with the
+# NVIDIA CUDA repository directory the driver comes from (developer.download.nvidia.com/compute/cuda/repos/<dir>/)
+# and how kernel arguments are applied. Preflight (os_support), nvidia_driver (os_support), the iommu role
+# (kernel_args_method) and every "supported OS" message read this table; roles/nvidia_driver/vars/<OS>.yml hold
+# only the per-OS package details.
+SUPPORTED_OS_TABLE = (
+    # distribution, major, label, CUDA repository, kernel arguments
+    ("Ubuntu", "22", "Ubuntu 22.04", "ubuntu2204", "grub_dropin"),
+    ("Ubuntu", "24", "Ubuntu 24.04", "ubuntu2404", "grub_dropin"),
+    ("Debian", "12", "Debian 12", "debian12", "grub_dropin"),
+    ("Debian", "13", "Debian 13", "debian13", "grub_dropin"),
+    ("RedHat", "9", "RHEL 9", "rhel9", "grubby"),
+    ("Rocky", "9", "Rocky Linux 9", "rhel9", "grubby"),
+    ("AlmaLinux", "9", "AlmaLinux 9", "rhel9", "grubby"),
+    ("CentOS", "9", "CentOS Stream 9", "rhel9", "grubby"),
+)
+SUPPORTED_OS = dict(((d, m), k) for d, m, _label, _repo, k in SUPPORTED_OS_TABLE)
+
+
+def supported_os_text():
+    """The supported OS list for messages, from :data:`SUPPORTED_OS_TABLE`:
+    ``"Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky Linux 9, AlmaLinux 9, CentOS Stream 9"``."""
+    return ", ".join(row[2] for row in SUPPORTED_OS_TABLE)
+
+
+def os_support(distribution, major_version):
+    """Is this OS supported, and with which NVIDIA CUDA repository and kernel-argument method?
+
+    ``distribution``/``major_version``: ``ansible_facts.distribution`` and ``distribution_major_version``.
+    Returns ``{"supported": bool, "label": str | None, "cuda_repo": str | None, "kernel_args": "grub_dropin" |
+    "grubby" | None, "supported_list": str, "reason": str}``; for an unsupported OS ``reason`` names the OS, the
+    supported list and the fix. Never raises: preflight collects the problem with the others.
+    """
+    key = (str(distribution), str(major_version))
+    for d, m, label, repo, kargs in SUPPORTED_OS_TABLE:
+        if (d, m) == key:
+            return {"supported": True, "label": label, "cuda_repo": repo, "kernel_args": kargs, "supported_list": supported_os_text(),
+                    "reason": "%s: NVIDIA CUDA repository %s, kernel arguments through %s" % (label, repo, kargs)}
+    return {"supported": False, "label": None, "cuda_repo": None, "kernel_args": None, "supported_list": supported_os_text(),
+            "reason": "%s %s is not supported: NVIDIA publishes the CUDA repository this collection installs the driver from, "
+                      "and the kernel arguments are managed, only for %s" % (key[0], key[1], supported_os_text())}
 # Tokens that put the IOMMU in passthrough or turn it off, and the invalid AMD spelling.
 _PT_TOKENS = ["iommu=pt", "iommu.passthrough=1"]
 _OFF_TOKENS = ["iommu=off", "amd_iommu=off", "intel_iommu=off"]
@@ -320,9 +356,8 @@ def kernel_args_method(distribution, major_version, variable="ansible_facts.dist
     key = (str(distribution), str(major_version))
     method = SUPPORTED_OS.get(key)
     if method is None:
-        raise PolicyRefusal(variable, "%s %s" % key, "the kernel command line is only managed on Ubuntu 22.04/24.04, Debian 12/13 and "
-                            "RHEL 9 (and its rebuilds)", "use a supported OS, or set iommu_mode: unmanaged and manage the kernel "
-                            "arguments yourself")
+        raise PolicyRefusal(variable, "%s %s" % key, "the kernel command line is only managed on %s" % supported_os_text(),
+                            "use a supported OS, or set iommu_mode: unmanaged and manage the kernel arguments yourself")
     if method == "grub_dropin":
         return {"method": method, "path": GRUB_DROPIN_PATH, "update_command": ["update-grub"],
                 "reason": "%s %s: a late /etc/default/grub.d drop-in (sourced after cloud-image drop-ins), then update-grub" % key}

@@ -224,6 +224,18 @@ def test_driver_refuses_unsupported_os(tmp_path):
     rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2004", H200_GPU), [role_task("nvidia_driver", "plan.yml")])
     assert rc != 0
     assert "Ubuntu 20.04" in text and "not supported by llmops.sglang.nvidia_driver" in text
+    # the list comes from the one OS table (platform_policy.SUPPORTED_OS_TABLE), written out here by hand
+    assert ("only for Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky Linux 9, AlmaLinux 9, "
+            "CentOS Stream 9") in " ".join(text.split())
+
+
+def test_preflight_reports_an_unsupported_os_with_the_list(tmp_path):
+    rc, text, res = _preflight(tmp_path, "ubuntu2004", REF_GPU, REFERENCE_DEPLOYMENT, var_lib_free_gib=300)
+    problems = [p for p in (res or {}).get("preflight_problems") or [] if p.startswith("ansible_facts.distribution=")]
+    assert problems == ["ansible_facts.distribution=Ubuntu 20.04: Ubuntu 20 is not supported: NVIDIA publishes the CUDA repository "
+                        "this collection installs the driver from, and the kernel arguments are managed, only for Ubuntu 22.04, "
+                        "Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky Linux 9, AlmaLinux 9, CentOS Stream 9. Fix: use one of "
+                        "those releases, or remove the host from gpu_hosts."], text
 
 
 def test_driver_refuses_a_branch_below_the_cuda_floor(tmp_path):

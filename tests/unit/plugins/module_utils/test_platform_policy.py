@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -308,9 +309,41 @@ def test_kernel_args_method_per_os(distribution, major, method):
 def test_kernel_args_method_refuses_other_os(distribution, major):
     with pytest.raises(pp.PolicyRefusal) as info:
         pp.kernel_args_method(distribution, major)
-    assert str(info.value) == ("Refusing ansible_facts.distribution='%s %s': the kernel command line is only managed on Ubuntu 22.04/24.04, "
-                               "Debian 12/13 and RHEL 9 (and its rebuilds). Fix: use a supported OS, or set iommu_mode: unmanaged and "
-                               "manage the kernel arguments yourself." % (distribution, major))
+    assert str(info.value) == ("Refusing ansible_facts.distribution='%s %s': the kernel command line is only managed on Ubuntu 22.04, "
+                               "Ubuntu 24.04, Debian 12, Debian 13, RHEL 9, Rocky Linux 9, AlmaLinux 9, CentOS Stream 9. Fix: use a "
+                               "supported OS, or set iommu_mode: unmanaged and manage the kernel arguments yourself." % (distribution, major))
+
+
+@pytest.mark.parametrize("distribution,major,repo,kargs", [
+    # NVIDIA's CUDA repository directories (developer.download.nvidia.com/compute/cuda/repos/): one per release
+    ("Ubuntu", "22", "ubuntu2204", "grub_dropin"), ("Ubuntu", "24", "ubuntu2404", "grub_dropin"),
+    ("Debian", "12", "debian12", "grub_dropin"), ("Debian", "13", "debian13", "grub_dropin"),
+    ("RedHat", "9", "rhel9", "grubby"), ("AlmaLinux", "9", "rhel9", "grubby"),
+])
+def test_os_support_supported(distribution, major, repo, kargs):
+    d = pp.os_support(distribution, major)
+    assert (d["supported"], d["cuda_repo"], d["kernel_args"]) == (True, repo, kargs)
+
+
+def test_os_support_refusal_names_the_os_and_the_list():
+    d = pp.os_support("Ubuntu", "20")
+    assert d["supported"] is False and d["cuda_repo"] is None
+    assert d["reason"] == ("Ubuntu 20 is not supported: NVIDIA publishes the CUDA repository this collection installs the driver "
+                           "from, and the kernel arguments are managed, only for Ubuntu 22.04, Ubuntu 24.04, Debian 12, Debian 13, "
+                           "RHEL 9, Rocky Linux 9, AlmaLinux 9, CentOS Stream 9")
+
+
+def test_nvidia_driver_os_vars_agree_with_the_os_table():
+    # roles/nvidia_driver/vars/<Distribution>-<major>.yml (or <os_family>-<major>.yml) carry the package details of
+    # each supported OS; their repository directory must be the table's, and there is no file for an unsupported OS
+    import yaml
+    vars_dir = Path(__file__).resolve().parents[4] / "roles" / "nvidia_driver" / "vars"
+    files = sorted(p.stem for p in vars_dir.glob("*.yml"))
+    assert files == ["Debian-12", "Debian-13", "RedHat-9", "Ubuntu-22", "Ubuntu-24"]
+    for stem in files:
+        dist, major = stem.split("-")
+        repo = yaml.safe_load((vars_dir / (stem + ".yml")).read_text())["nvidia_driver_os_repo_distro"]
+        assert repo == pp.os_support(dist, major)["cuda_repo"], stem
 
 
 def _source_grub(tmp_path, files):
@@ -393,3 +426,10 @@ def test_host_decisions_reference_host(fixtures_dir):
     bad = pp.host_decisions(f, {"tp": 4, "iommu_mode": "passthrough", "nvidia_driver_flavour": "proprietary", "nccl_p2p": "enabled",
                                 "reboot_needed": True, "reboot_allowed": True, "connection": "local"})
     assert [r["variable"] for r in bad["refusals"]] == ["iommu_mode", "nvidia_driver_flavour", "nccl_p2p", "iommu_reboot_allowed"]
+
+
+def test_the_docs_copy_of_the_os_table_is_the_table():
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "host_roles.md").read_text()
+    block = doc.split("<!-- supported-os-table: start -->")[1].split("<!-- supported-os-table: end -->")[0]
+    rows = [tuple(c.strip() for c in line.strip("|").split("|")) for line in block.strip().splitlines()[2:]]
+    assert rows == [(label, d, m, repo, k) for d, m, label, repo, k in pp.SUPPORTED_OS_TABLE]
