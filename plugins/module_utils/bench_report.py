@@ -33,8 +33,31 @@ CONFIG_KEYS = ("tag", "backend", "dataset_name", "request_rate", "max_concurrenc
                "random_input_len", "random_output_len", "random_range_ratio", "server_info")
 META_KEYS = ("level", "label", "run_id", "host", "started_at", "url", "speculative")
 
-GATE_KEYS = ("min_output_throughput", "max_p99_ttft_ms", "max_p99_tpot_ms", "min_accept_length", "max_failed_fraction",
-             "min_goodput", "min_goodput_fraction")
+# THE gates: one row per gate - gate key (serving_benchmark ``gates`` option), the record metric it checks,
+# ``min`` (the metric must reach the limit; a missing value fails) or ``max`` (the metric must not exceed it),
+# the unit in messages, and the module's default (None = not checked). check_gates and serving_benchmark's
+# option spec read this table; a new gate is one row here plus its line in the module's DOCUMENTATION.
+GATES = (
+    ("min_output_throughput", "output_throughput", "min", " tok/s", None),
+    ("max_p99_ttft_ms", "p99_ttft_ms", "max", " ms", None),
+    ("max_p99_tpot_ms", "p99_tpot_ms", "max", " ms", None),
+    ("min_accept_length", "accept_length", "min", "", None),
+    ("max_failed_fraction", "failed_fraction", "max", "", 0.0),
+    ("min_goodput", "goodput", "min", " req/s", None),
+    ("min_goodput_fraction", "goodput_fraction", "min", "", None),
+)
+# Why a ``min`` gate's metric can be missing, for the message (accept_length's reason depends on the backend).
+_MISSING_WHY = {
+    "goodput": "the level was measured without an SLO (set slo.ttft_ms and/or slo.tpot_ms)",
+    "goodput_fraction": "the level was measured without an SLO (set slo.ttft_ms and/or slo.tpot_ms)",
+}
+GATE_KEYS = tuple(g[0] for g in GATES)
+
+
+def gate_option_spec():
+    """The ``gates`` suboptions of serving_benchmark's argument spec (all floats), from :data:`GATES`."""
+    return dict((key, dict(type="float", default=default) if default is not None else dict(type="float"))
+                for key, _metric, _kind, _unit, default in GATES)
 
 
 class ReportError(Exception):
@@ -226,12 +249,11 @@ def markdown_table(records):
 def check_gates(rec, gates):
     """Gate violations of one record, as messages naming the level and the metric.
 
-    ``gates`` keys (None/absent = not checked): ``min_output_throughput`` (tok/s),
-    ``max_p99_ttft_ms`` (ms), ``max_p99_tpot_ms`` (ms), ``min_accept_length``,
-    ``max_failed_fraction`` (0..1), ``min_goodput`` (req/s meeting the SLOs) and ``min_goodput_fraction``
-    (0..1 of the level's requests). ``min_accept_length`` fails a level that reported no accept
-    length (speculative decoding off or not visible); the goodput gates fail a level measured without an SLO.
-    Raises ReportError for an unknown gate key.
+    ``gates`` keys are those of :data:`GATES` (None/absent = not checked): ``min_output_throughput`` (tok/s),
+    ``max_p99_ttft_ms`` (ms), ``max_p99_tpot_ms`` (ms), ``min_accept_length``, ``max_failed_fraction``
+    (0..1), ``min_goodput`` (req/s meeting the SLOs) and ``min_goodput_fraction`` (0..1 of the level's requests).
+    A ``min`` gate fails a level without the metric; ``min_accept_length`` then says why (speculative decoding
+    off, or an OpenAI backend), the goodput gates that the level had no SLO. Raises ReportError for an unknown gate key.
     """
     gates = gates or {}
     unknown = sorted(set(k for k, v in gates.items() if v is not None) - set(GATE_KEYS))
@@ -240,40 +262,26 @@ def check_gates(rec, gates):
     where = "level %s (%s=%s)" % (rec.get("level", "?"), level_key(rec)[0], _fmt(level_key(rec)[1]))
     out = []
 
-    def below(metric, limit, unit):
-        v = rec.get(metric)
-        if v is None or v < limit:
-            out.append("%s: %s %s%s is below the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
-
-    def above(metric, limit, unit):
-        v = rec.get(metric)
-        if v is not None and v > limit:
-            out.append("%s: %s %s%s is above the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
-
-    if gates.get("min_output_throughput") is not None:
-        below("output_throughput", gates["min_output_throughput"], " tok/s")
-    if gates.get("max_p99_ttft_ms") is not None:
-        above("p99_ttft_ms", gates["max_p99_ttft_ms"], " ms")
-    if gates.get("max_p99_tpot_ms") is not None:
-        above("p99_tpot_ms", gates["max_p99_tpot_ms"], " ms")
-    if gates.get("min_accept_length") is not None and rec.get("accept_length") is None:
-        why = ("the %s backend does not report it (use the sglang backend, /generate, whose meta_info carries "
-               "spec_verify_ct)" % rec.get("backend") if rec.get("backend") in ("openai", "openai-chat")
-               else "no response carried spec_verify_ct: speculative decoding is off on this server")
-        out.append("%s: accept_length is not available, so the gate %s cannot pass: %s"
-                   % (where, _fmt(float(gates["min_accept_length"]), 2), why))
-    elif gates.get("min_accept_length") is not None:
-        below("accept_length", gates["min_accept_length"], "")
-    if gates.get("max_failed_fraction") is not None:
-        above("failed_fraction", gates["max_failed_fraction"], "")
-    for gate, metric, unit in (("min_goodput", "goodput", " req/s"), ("min_goodput_fraction", "goodput_fraction", "")):
-        if gates.get(gate) is None:
-            continue
-        if rec.get(metric) is None:
-            out.append("%s: %s is not available, so the gate %s cannot pass: the level was measured without an SLO "
-                       "(set slo.ttft_ms and/or slo.tpot_ms)" % (where, metric, _fmt(float(gates[gate]), 2)))
+    def missing(metric, limit):
+        if metric == "accept_length":
+            why = ("the %s backend does not report it (use the sglang backend, /generate, whose meta_info carries "
+                   "spec_verify_ct)" % rec.get("backend") if rec.get("backend") in ("openai", "openai-chat")
+                   else "no response carried spec_verify_ct: speculative decoding is off on this server")
         else:
-            below(metric, gates[gate], unit)
+            why = _MISSING_WHY[metric]
+        return "%s: %s is not available, so the gate %s cannot pass: %s" % (where, metric, _fmt(float(limit), 2), why)
+
+    for key, metric, kind, unit, _default in GATES:
+        limit = gates.get(key)
+        if limit is None:
+            continue
+        v = rec.get(metric)
+        if kind == "min" and v is None and (metric == "accept_length" or metric in _MISSING_WHY):
+            out.append(missing(metric, limit))
+        elif kind == "min" and (v is None or v < limit):
+            out.append("%s: %s %s%s is below the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
+        elif kind == "max" and v is not None and v > limit:
+            out.append("%s: %s %s%s is above the gate %s%s" % (where, metric, _fmt(v, 2), unit, _fmt(float(limit), 2), unit))
     return out
 
 

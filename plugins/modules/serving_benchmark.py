@@ -415,7 +415,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, bench_client, bench_multi, shared_prefix, traces
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
-    ReportError, check_gates, jsonl_line, make_record, markdown_table, summary_rows,
+    ReportError, check_gates, gate_option_spec, jsonl_line, make_record, markdown_table, summary_rows,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics, normalize_slo, output_details
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
@@ -667,15 +667,7 @@ def main():
             stall_timeout=dict(type="float", default=60),
             abort_after_failures=dict(type="int", default=20),
             server_info=dict(type="bool", default=True),
-            gates=dict(type="dict", default={}, options=dict(
-                min_output_throughput=dict(type="float"),
-                max_p99_ttft_ms=dict(type="float"),
-                max_p99_tpot_ms=dict(type="float"),
-                min_accept_length=dict(type="float"),
-                max_failed_fraction=dict(type="float", default=0.0),
-                min_goodput=dict(type="float"),
-                min_goodput_fraction=dict(type="float"),
-            )),
+            gates=dict(type="dict", default={}, options=gate_option_spec()),
             tag=dict(type="str", default=""),
             label=dict(type="str", default=""),
             run_id=dict(type="str", default=""),

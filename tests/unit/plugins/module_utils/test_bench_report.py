@@ -166,3 +166,23 @@ def test_one_field_table_drives_summary_and_plots():
     assert plots["tpot.png"][1] == [("median", [20.0, 20.0]), ("p90", [22.0, 22.0]), ("p99", [25.0, 25.0])]
     assert plots["decode_speed.png"][1] == [("decode", [50.0, None])]     # no output tokens: a gap, not 0
     assert plots["output_throughput.png"] == ("output tok/s", [("output", [500.0, 500.0])])
+
+
+def test_the_gate_table_is_what_the_module_and_the_role_offer():
+    # serving_benchmark documents each gate of bench_report.GATES with the table's default, and the role passes
+    # each one from its own variable sglang_benchmark_<gate>, declared in its argument spec
+    from pathlib import Path
+
+    import yaml
+    from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark as sb
+    repo = Path(__file__).resolve().parents[4]
+    doc = yaml.safe_load(sb.DOCUMENTATION)["options"]["gates"]["suboptions"]
+    assert sorted(doc) == sorted(br.GATE_KEYS) == sorted(br.gate_option_spec())
+    assert {k: v.get("default") for k, v in doc.items()} == {g[0]: g[4] for g in br.GATES}
+    assert br.gate_option_spec()["max_failed_fraction"] == {"type": "float", "default": 0.0}
+    spec = yaml.safe_load((repo / "roles/sglang_benchmark/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    level = yaml.safe_load((repo / "roles/sglang_benchmark/tasks/level.yml").read_text())
+    passed = [t for t in level if "llmops.sglang.serving_benchmark" in t][0]["llmops.sglang.serving_benchmark"]["gates"]
+    for key in br.GATE_KEYS:
+        assert "sglang_benchmark_" + key in spec
+        assert passed[key] == "{{ sglang_benchmark_%s }}" % key
