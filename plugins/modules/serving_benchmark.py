@@ -372,7 +372,8 @@ markdown:
   returned: always
   type: str
 levels:
-  description: The planned sweep, C([{max_concurrency, request_rate, num_prompts}]).
+  description: The planned sweep, one dict per level in the order they run (as given) - C(max_concurrency), C(request_rate)
+    (req/s), C(num_prompts), C(waves) (num_prompts / concurrency, or the seconds at the rate) and C(name).
   returned: always
   type: list
   elements: dict
@@ -413,7 +414,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, bench_client, bench_multi, shared_prefix, traces
+from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, bench_client, bench_multi, bench_plan, shared_prefix, traces
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
     ReportError, check_gates, gate_option_spec, jsonl_line, make_record, markdown_table, summary_rows,
 )
@@ -426,27 +427,14 @@ SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_
 
 
 def plan_levels(params, trace_records=None):
-    """The sweep: every max_concurrency level crossed with every request_rate level, with its num_prompts.
+    """The sweep (bench_plan.plan_levels, the one plan the sglang_benchmark role runs too), levels as given.
 
-    A trace (``trace_records``) fixes each level's requests (every trace line) and arrivals, so it has no rate levels;
-    ``shared_prefix`` fixes the number of requests (groups x prompts per group)."""
-    concs = params["max_concurrency"] or [None]
-    rates = params["request_rate"] or [None]
-    if trace_records is not None:
-        rates = [None]
-    gsp = params.get("shared_prefix")
-    levels = []
-    for mc in concs:
-        for rate in rates:
-            n = params["num_prompts"]
-            if trace_records is not None:
-                n = len(trace_records)
-            elif gsp:
-                n = gsp["num_groups"] * gsp["prompts_per_group"]
-            elif mc and params["prompts_per_concurrency"] > 0:
-                n = max(n, params["prompts_per_concurrency"] * mc)
-            levels.append({"max_concurrency": mc, "request_rate": rate, "num_prompts": n})
-    return levels
+    A trace (``trace_records``) fixes each level's requests and arrivals (no rate levels); ``shared_prefix``
+    fixes the number of requests (groups x prompts per group)."""
+    return bench_plan.plan_levels(params["max_concurrency"], params["request_rate"], params["num_prompts"],
+                                  params["prompts_per_concurrency"],
+                                  trace_requests=len(trace_records) if trace_records is not None else None,
+                                  shared_prefix=params.get("shared_prefix"))
 
 
 def validate(params):

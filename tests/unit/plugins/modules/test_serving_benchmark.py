@@ -151,8 +151,9 @@ def test_bad_options_fail_before_anything(capsys, fake_load, args, needle):
 def test_check_mode_sends_nothing(capsys, fake_load):
     out = run(capsys, {"max_concurrency": [1, 4], "request_rate": [2.0], "_ansible_check_mode": True})
     assert not out.get("failed")
-    assert out["levels"] == [{"max_concurrency": 1, "request_rate": 2.0, "num_prompts": 100},
-                             {"max_concurrency": 4, "request_rate": 2.0, "num_prompts": 100}]
+    # 100 prompts per level; waves = 100 / concurrency
+    assert out["levels"] == [{"max_concurrency": 1, "request_rate": 2.0, "num_prompts": 100, "waves": 100.0, "name": "concurrency 1, rate 2 req/s"},
+                             {"max_concurrency": 4, "request_rate": 2.0, "num_prompts": 100, "waves": 25.0, "name": "concurrency 4, rate 2 req/s"}]
     assert fake_load == []
 
 
