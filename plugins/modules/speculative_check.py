@@ -295,57 +295,16 @@ ansible_facts:
   type: dict
   contains:
     llmops_speculative:
-      description: The verdicts and measurements for later plays; the keys of the same name above, plus the following.
+      description:
+        - The verdicts and measurements for later plays. The keys C(passed), C(speculation), C(accept_length),
+          C(accept_length_source), C(accept_length_trend), C(accept_rate), C(num_draft_tokens), C(gen_throughput), C(gen_throughput_source),
+          C(probe_tok_per_s), C(draft_class), C(draft_kind), C(draft_mem_gb), C(target_class) and C(server_version) hold the
+          same values as the return values of the same name; the others follow.
       type: dict
       returned: always
       contains:
-        passed:
-          description: Same as RV(passed).
-          type: bool
-        speculation:
-          description: Same as RV(speculation).
-          type: str
         algorithm:
           description: C(speculative_algorithm) the running server reports (C(EAGLE) for NEXTN), null without speculation.
-          type: str
-        accept_length:
-          description: Same as RV(accept_length).
-          type: float
-        accept_length_source:
-          description: Same as RV(accept_length_source).
-          type: str
-        accept_length_trend:
-          description: Same as RV(accept_length_trend).
-          type: dict
-        accept_rate:
-          description: Same as RV(accept_rate).
-          type: float
-        num_draft_tokens:
-          description: Same as RV(num_draft_tokens).
-          type: int
-        gen_throughput:
-          description: Same as RV(gen_throughput), tok/s.
-          type: float
-        gen_throughput_source:
-          description: Same as RV(gen_throughput_source).
-          type: str
-        probe_tok_per_s:
-          description: Same as RV(probe_tok_per_s), tok/s.
-          type: float
-        draft_class:
-          description: Same as RV(draft_class).
-          type: str
-        draft_kind:
-          description: Same as RV(draft_kind).
-          type: str
-        draft_mem_gb:
-          description: Same as RV(draft_mem_gb), GB per rank.
-          type: dict
-        target_class:
-          description: Same as RV(target_class).
-          type: str
-        server_version:
-          description: Same as RV(server_version).
           type: str
         warnings:
           description: The C(key) of each entry of RV(warnings_found).
