@@ -34,7 +34,7 @@ def test_filter_names():
     assert sorted(gpu.FilterModule().filters()) == sorted([
         "iommu_kernel_args", "iommu_runtime_identity", "cmdline_edit", "cmdline_satisfies", "kernel_args_method", "grub_dropin",
         "grubby_commands", "nvidia_driver_flavour", "driver_upgrade", "nccl_p2p_policy", "reboot_policy", "host_decisions",
-        "host_refusals", "gpu_architecture"])
+        "host_refusals", "gpu_architecture", "os_support"])
 
 
 def test_refusal_is_filter_error(reference_facts):
