@@ -78,7 +78,11 @@ def plan_levels(max_concurrency, request_rate, num_prompts, prompts_per_concurre
                 if mc is not None:
                     n = max(n, int(prompts_per_concurrency or 0) * mc)
             waves = n / float(mc) if mc is not None else (n / rate if rate is not None else 1.0)
-            parts = (["concurrency %d" % mc] if mc is not None else []) + (["rate %g req/s" % rate] if rate is not None else [])
+            parts = []
+            if mc is not None:
+                parts.append("concurrency %d" % mc)
+            if rate is not None:
+                parts.append("rate %g req/s" % rate)
             plan.append({"max_concurrency": mc, "request_rate": rate, "num_prompts": n, "waves": round(waves, 3),
                          "name": ", ".join(parts) or "no limit"})
     return plan

@@ -83,6 +83,8 @@ def os_support(distribution, major_version):
     return {"supported": False, "label": None, "cuda_repo": None, "kernel_args": None, "supported_list": supported_os_text(),
             "reason": "%s %s is not supported: NVIDIA publishes the CUDA repository this collection installs the driver from, "
                       "and the kernel arguments are managed, only for %s" % (key[0], key[1], supported_os_text())}
+
+
 # Tokens that put the IOMMU in passthrough or turn it off, and the invalid AMD spelling.
 _PT_TOKENS = ["iommu=pt", "iommu.passthrough=1"]
 _OFF_TOKENS = ["iommu=off", "amd_iommu=off", "intel_iommu=off"]
