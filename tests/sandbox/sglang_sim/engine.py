@@ -69,9 +69,9 @@ class Request(object):
 
     __slots__ = ("rid", "prompt_len", "max_new", "out_len", "verify_ct", "accepted", "chunks", "t_arrival", "t_first", "t_last",
                  "t_sched", "finished", "aborted", "stall_until", "stalled_once", "emit", "fail", "conn", "internal", "future", "ctx",
-                 "prefix_keys", "cached")
+                 "prefix_keys", "cached", "accept_p")
 
-    def __init__(self, rid, prompt_len, max_new, emit, fail=None, conn=None, internal=False, ctx=None):
+    def __init__(self, rid, prompt_len, max_new, emit, fail=None, conn=None, internal=False, ctx=None, accept_p=None):
         self.rid = rid
         self.prompt_len = prompt_len
         self.max_new = max_new
@@ -95,6 +95,9 @@ class Request(object):
         self.ctx = ctx
         self.prefix_keys = None   # prefix_cache.page_keys of the prompt, when the prefix cache is on
         self.cached = 0           # prompt tokens found in the prefix cache at prefill (meta_info.cached_tokens)
+        # per-draft-token acceptance of this request (acceptance.accept_probability of its content and sampling
+        # settings); None = the engine's SGLANG_SIM_ACCEPT_P
+        self.accept_p = accept_p
 
 
 class Engine(object):
@@ -345,7 +348,7 @@ class Engine(object):
         self.decode_ct += 1
         spec = self.spec
         steps = self.steps
-        p = self.p
+        base_p = self.p
         rng = self.rng
         tokens = 0
         accepted_sum = 0
@@ -359,6 +362,7 @@ class Engine(object):
             if check_faults and self._check_faults(r, now):
                 continue
             if spec:
+                p = base_p if r.accept_p is None else r.accept_p
                 if self.sim_acc_len > 0:
                     extra = min(float(steps), max(0.0, self.sim_acc_len - 1.0))
                     a = int(extra)

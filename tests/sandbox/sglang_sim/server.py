@@ -21,6 +21,7 @@ import time
 import traceback
 import uuid
 
+from sglang_sim.acceptance import accept_probability
 from sglang_sim.engine import NV, TOKEN_ID, HIST_BUCKETS, Request, token_text
 from sglang_sim.httpconn import HttpConn
 from sglang_sim.prefix_cache import page_keys
@@ -320,10 +321,17 @@ class App(object):
             raise ClientError("%s must be a non-negative integer, got %r" % (name, value))
         return value
 
-    def _new_request(self, conn, kind, stream, prompt_len, max_new, rid, include_usage=False, batch=None, index=0, tokens=None):
+    def _accept_p(self, text, temperature, top_p):
+        """Per-draft-token acceptance of a request from its prompt text (None: token ids) and sampling settings
+        (acceptance.py); never from a category label the client sends."""
+        return accept_probability(text, self.engine.p, temperature, top_p)[0]
+
+    def _new_request(self, conn, kind, stream, prompt_len, max_new, rid, include_usage=False, batch=None, index=0, tokens=None,
+                     accept_p=None):
         """Create the engine Request and its pre-encoded pieces, start the stream head once, queue it.
 
-        ``tokens`` (the prompt's ids or words) feed the prefix cache (prefix_cache.py) when it is on."""
+        ``tokens`` (the prompt's ids or words) feed the prefix cache (prefix_cache.py) when it is on; ``accept_p`` is the
+        request's per-draft-token acceptance (acceptance.py; None = SGLANG_SIM_ACCEPT_P)."""
         c = Ctx()
         c.batch = batch
         c.index = index
@@ -351,7 +359,7 @@ class App(object):
             c.head = ('data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{"role":null,"content":"'
                       % (json.dumps(rid), c.created, c.model)).encode()
             c.text_buf = bytearray() if not stream else None
-        req = Request(rid, prompt_len, max_new, _EMITTERS[kind], _fail, conn=conn, ctx=c)
+        req = Request(rid, prompt_len, max_new, _EMITTERS[kind], _fail, conn=conn, ctx=c, accept_p=accept_p)
         if tokens is not None and self.engine.prefix_cache is not None:
             req.prefix_keys = page_keys(tokens)
         if batch is None or index == 0:
@@ -376,6 +384,7 @@ class App(object):
             prompt_lens = [count_tokens(t) for t in texts]
             token_rows = [_WORD.findall(t) for t in texts] if self.engine.prefix_cache is not None else None
             is_batch = isinstance(text, list)
+            prompt_texts = texts
         elif "input_ids" in body and body["input_ids"] is not None:
             ids = body["input_ids"]
             is_batch = isinstance(ids, list) and bool(ids) and isinstance(ids[0], list)
@@ -385,6 +394,7 @@ class App(object):
                     raise ClientError("input_ids must be a non-empty list of token ids (int), or a list of such lists")
             prompt_lens = [len(row) for row in rows]
             token_rows = rows
+            prompt_texts = [None] * len(rows)
         else:
             raise ClientError("Either text or input_ids should be provided.")
         sps = body.get("sampling_params") or {}
@@ -392,6 +402,7 @@ class App(object):
         if len(sps) != len(prompt_lens) or not all(isinstance(sp, dict) for sp in sps):
             raise ClientError("sampling_params must be an object (or a list of objects, one per prompt)")
         max_news = [self._int_param(sp.get("max_new_tokens"), "sampling_params.max_new_tokens", 128) for sp in sps]
+        accept_ps = [self._accept_p(t, sp.get("temperature"), sp.get("top_p")) for t, sp in zip(prompt_texts, sps)]
         for prompt_len, max_new in zip(prompt_lens, max_news):
             self._check_len(prompt_len, max_new)
         rids = body.get("rid")
@@ -399,33 +410,39 @@ class App(object):
         stream = bool(body.get("stream"))
         if not is_batch:
             self._new_request(conn, "generate", stream, prompt_lens[0], max_news[0], str(rids[0] or uuid.uuid4().hex),
-                              tokens=token_rows[0] if token_rows else None)
+                              tokens=token_rows[0] if token_rows else None,
+                              accept_p=accept_ps[0])
             return
         batch = Batch(len(prompt_lens))
         for index, (prompt_len, max_new) in enumerate(zip(prompt_lens, max_news)):
             rid = rids[index] if index < len(rids) and rids[index] else uuid.uuid4().hex
             self._new_request(conn, "generate", stream, prompt_len, max_new, str(rid), batch=batch, index=index,
-                              tokens=token_rows[index] if token_rows else None)
+                              tokens=token_rows[index] if token_rows else None,
+                              accept_p=accept_ps[index])
 
     def completions(self, conn, body):
         """POST /v1/completions: ``prompt`` (str or token ids), ``max_tokens`` (default 16), ``stream``, ``stream_options``."""
         prompt = body.get("prompt")
+        text = None
         if isinstance(prompt, str):
             prompt_len = count_tokens(prompt)
             tokens = _WORD.findall(prompt)
+            text = prompt
         elif isinstance(prompt, list) and prompt and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt):
             prompt_len = len(prompt)
             tokens = prompt
         elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt_len = count_tokens(prompt[0])
             tokens = _WORD.findall(prompt[0])
+            text = prompt[0]
         else:
             raise ClientError("prompt must be a string, a list with one string, or a list of token ids (batches are not supported by the simulator)")
         max_new = self._int_param(body.get("max_tokens"), "max_tokens", 16)
         self._check_len(prompt_len, max_new)
         opts = body.get("stream_options") or {}
         self._new_request(conn, "completion", bool(body.get("stream")), prompt_len, max_new, "cmpl-" + uuid.uuid4().hex,
-                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens)
+                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens,
+                          accept_p=self._accept_p(text, body.get("temperature"), body.get("top_p")))
 
     def chat(self, conn, body):
         """POST /v1/chat/completions: ``messages``, ``max_completion_tokens``/``max_tokens`` (default 128), ``stream``."""
@@ -434,6 +451,7 @@ class App(object):
             raise ClientError("messages must be a non-empty list")
         prompt_len = 3
         tokens = []
+        contents = []
         for msg in messages:
             content = msg.get("content") if isinstance(msg, dict) else None
             if isinstance(content, list):
@@ -442,6 +460,8 @@ class App(object):
             # the chat template's framing of one message (4 tokens), then its words
             tokens.extend(["<|im_start|>", str(msg.get("role") if isinstance(msg, dict) else ""), "\n", "<|im_end|>"])
             tokens.extend(_WORD.findall(content) if isinstance(content, str) else [])
+            if isinstance(content, str) and content:
+                contents.append(content)
         max_new = body.get("max_completion_tokens")
         if max_new is None:
             max_new = body.get("max_tokens")
@@ -449,7 +469,8 @@ class App(object):
         self._check_len(prompt_len, max_new)
         opts = body.get("stream_options") or {}
         self._new_request(conn, "chat", bool(body.get("stream")), prompt_len, max_new, "chatcmpl-" + uuid.uuid4().hex,
-                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens)
+                          bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens,
+                          accept_p=self._accept_p("\n\n".join(contents), body.get("temperature"), body.get("top_p")))
 
     def final_meta(self, req):
         """meta_info of the finishing chunk (dict, SGLang 0.5.9 key order; spec fields by version)."""
