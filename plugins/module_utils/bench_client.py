@@ -37,6 +37,7 @@ import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils import arrivals
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
+from ansible_collections.llmops.sglang.plugins.module_utils.workloads import row_messages, row_text, stratified
 from ansible_collections.llmops.sglang.plugins.module_utils.sse import SSEDecoder, generate_chunk_progress, parse_openai_chunk
 
 BACKEND_PATHS = {
@@ -73,12 +74,14 @@ class Target(object):
       headers (dict): extra request headers.
       keep_text (bool): keep each request's output text in ``RequestResult.generated_text`` (for
         ``output_details``; off by default, it costs memory and time per chunk on the OpenAI backends).
+      temperature (float): sampling temperature sent with every request (0 = greedy, bench_serving's value).
+      top_p (float): nucleus sampling cut-off (0, 1]; sent only when below 1.0.
 
-    Raises BenchError for an unusable URL or backend.
+    Raises BenchError for an unusable URL, backend or sampling setting.
     """
 
     def __init__(self, url, backend="sglang", model="", api_key="", timeout_s=600.0, stall_timeout_s=60.0,
-                 validate_certs=True, headers=None, keep_text=False):
+                 validate_certs=True, headers=None, keep_text=False, temperature=0.0, top_p=1.0):
         if backend not in BACKEND_PATHS:
             raise BenchError("backend %r is not supported; use one of %s" % (backend, ", ".join(sorted(BACKEND_PATHS))))
         scheme, sep, rest = (url or "").partition("://")
@@ -117,6 +120,12 @@ class Target(object):
             self.ssl = ctx
         self.headers = dict(headers or {})
         self.keep_text = bool(keep_text)
+        if temperature is None or temperature < 0:
+            raise BenchError("temperature must be >= 0 (0 = greedy), got %r" % (temperature,))
+        if top_p is None or not 0 < top_p <= 1:
+            raise BenchError("top_p must be within (0, 1] (1.0 = off), got %r" % (top_p,))
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
 
     def head(self, body_len):
         """The HTTP/1.1 request head (bytes) for a POST with a JSON body of ``body_len`` bytes."""
@@ -134,14 +143,22 @@ class Target(object):
 
 
 class Prompt(object):
-    """One request to send: ``prompt`` (list of token ids, or str), ``prompt_len`` (tokens), ``output_len`` (tokens)."""
+    """One request to send.
 
-    __slots__ = ("prompt", "prompt_len", "output_len")
+    ``prompt``: a list of token ids, or text; ``prompt_len``: tokens sent (the length of the ids; 0 for text, whose
+    count comes from the server's ``prompt_tokens``); ``output_len``: tokens to generate; ``category``: the workload
+    row's category (reports only, never sent); ``messages``: OpenAI chat messages for the ``openai-chat`` backend
+    (None: one user message with ``prompt``).
+    """
 
-    def __init__(self, prompt, prompt_len, output_len):
+    __slots__ = ("prompt", "prompt_len", "output_len", "category", "messages")
+
+    def __init__(self, prompt, prompt_len, output_len, category=None, messages=None):
         self.prompt = prompt
         self.prompt_len = prompt_len
         self.output_len = output_len
+        self.category = category
+        self.messages = messages
 
 
 def _lengths(rng, n, length, ratio, name):
@@ -180,22 +197,53 @@ def make_prompts(num_prompts, input_len, output_len, range_ratio=1.0, seed=1, te
     return prompts
 
 
+def workload_prompts(rows, num_prompts, output_len, seed, backend):
+    """Text prompts for one level from workload rows (:mod:`workloads`): ``num_prompts`` rows in a seeded round-robin
+    over the categories (:func:`workloads.stratified`; rows repeat when the level needs more than there are), each with
+    its row's ``output_len`` or ``output_len``. ``prompt_len`` is 0: the server's ``prompt_tokens`` is the count.
+    The ``openai-chat`` backend gets the rows' messages; the others the text.
+    Raises BenchError for num_prompts < 1 or output_len < 1."""
+    if num_prompts < 1:
+        raise BenchError("num_prompts must be >= 1, got %r" % (num_prompts,))
+    if output_len < 1:
+        raise BenchError("output_len must be >= 1 token, got %r" % (output_len,))
+    out = []
+    for row in stratified(rows, num_prompts, seed):
+        out.append(Prompt(row_text(row), 0, row.get("output_len") or output_len, category=row["category"],
+                          messages=row_messages(row) if backend == "openai-chat" else None))
+    return out
+
+
 def request_body(target, prompt):
-    """The JSON body (bytes) of one benchmark request for ``target.backend`` (see the module docstring)."""
+    """The JSON body (bytes) of one benchmark request for ``target.backend`` (see the module docstring).
+
+    Text prompts go out as production traffic does: ``/generate`` gets ``text`` (no chat template), ``/v1/completions``
+    the text as ``prompt``, ``/v1/chat/completions`` the row's ``messages`` (or one user message), so the server applies
+    the model's chat template. ``temperature`` (and ``top_p`` when below 1) come from ``target``.
+    """
+    temp = target.temperature
     if target.backend == "sglang":
         if isinstance(prompt.prompt, list):
             body = {"input_ids": prompt.prompt}
         else:
             body = {"text": prompt.prompt}
-        body.update({"sampling_params": {"temperature": 0.0, "max_new_tokens": prompt.output_len, "ignore_eos": True},
-                     "stream": True, "logprob_start_len": -1})
+        sp = {"temperature": temp, "max_new_tokens": prompt.output_len, "ignore_eos": True}
+        if target.top_p < 1.0:
+            sp["top_p"] = target.top_p
+        body.update({"sampling_params": sp, "stream": True, "logprob_start_len": -1})
     elif target.backend == "openai":
-        body = {"prompt": prompt.prompt, "max_tokens": prompt.output_len, "temperature": 0.0, "best_of": 1,
+        body = {"prompt": prompt.prompt, "max_tokens": prompt.output_len, "temperature": temp, "best_of": 1,
                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
     else:
-        content = prompt.prompt if not isinstance(prompt.prompt, list) else " ".join(str(t) for t in prompt.prompt)
-        body = {"messages": [{"role": "user", "content": content}], "max_tokens": prompt.output_len,
-                "temperature": 0.0, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        if prompt.messages:
+            messages = prompt.messages
+        else:
+            content = prompt.prompt if not isinstance(prompt.prompt, list) else " ".join(str(t) for t in prompt.prompt)
+            messages = [{"role": "user", "content": content}]
+        body = {"messages": messages, "max_tokens": prompt.output_len,
+                "temperature": temp, "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    if target.backend != "sglang" and target.top_p < 1.0:
+        body["top_p"] = target.top_p
     if target.backend != "sglang" and target.model:
         body["model"] = target.model
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
