@@ -11,8 +11,9 @@ module: serving_benchmark
 short_description: Measure an SGLang (or OpenAI-compatible) server like sglang.bench_serving
 version_added: "1.0.0"
 description:
-  - Sends streaming requests with random token-id prompts of fixed or ranged length to a running server and
-    measures, per sweep level, the metrics of C(sglang.bench_serving) with its JSONL key names
+  - Sends streaming requests to a running server - random token-id prompts of fixed or ranged length (C(random-ids)),
+    the collection's built-in category-labelled prompt set (C(builtin)), or your own prompt files (read on the
+    controller) - and measures, per sweep level, the metrics of C(sglang.bench_serving) with its JSONL key names
     (SGLang 0.5.9 C(bench_serving.calculate_metrics)) - completed and failed requests, duration (s),
     request/input/output/total throughput (req/s, tok/s), mean/median/std/p90/p99 of TTFT, TPOT, ITL and E2E
     latency (ms), concurrency (sum of E2E latencies / duration), peak output tok/s and peak concurrent requests.
@@ -20,6 +21,10 @@ description:
     tokens (speculative decoding) has its gap split evenly over those tokens for ITL.
   - Accept length is computed from this level's responses (sum of C(completion_tokens) / sum of C(spec_verify_ct) of
     each request's final C(meta_info)), not the server's lifetime C(avg_spec_accept_length) that bench_serving reports.
+  - With text prompts and speculative decoding, each response's C(meta_info) gives that request's accept length and
+    accept rate; every level reports them per category (mean, p10/p50/p90), with output tok/s and TPOT, and an
+    accept-length histogram. When speculative decoding is on and the workload is C(random-ids), each record carries a
+    warning that synthetic prompts inflate speculative throughput (SPEED-Bench, arXiv 2604.09557, about 23 %).
   - A sweep is the product of O(max_concurrency) levels and O(request_rate) levels. Each level first sends
     O(warmup_requests) requests that are not counted.
   - The load generator is standard-library Python (asyncio), runs wherever the module runs (the GPU host by default,
@@ -45,12 +50,54 @@ options:
     description: Model name sent to the OpenAI backends. Empty uses the server's C(served_model_name) from server info.
     type: str
     default: ""
+  workload:
+    description:
+      - What the requests ask. C(random-ids) sends random token ids of O(input_len) tokens (bench_serving's C(random-ids);
+        for capacity tests; it inflates speculative decoding). C(builtin) sends the collection's category-labelled prompt
+        set (10 categories x 10 prompts, plugins/module_utils/workload_builtin.py). C(auto) is C(builtin) when the
+        server's info shows speculative decoding on, else C(random-ids).
+      - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl) files) or a glob, read on the controller by the
+        action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON (C(conversations) with
+        C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question files with C(category)
+        and C(turns) (MT-Bench, SPEED-Bench); rows may carry C(category) and C(output_len).
+      - A bad file (unreadable, empty, malformed, unknown format, a row without a prompt) or a category filter that matches
+        nothing fails the task before any request is sent, naming the file, the line and the fix.
+      - Text prompts reach the server as production traffic does. C(sglang) sends C(text) to C(/generate), C(openai)
+        sends the text as C(prompt), and C(openai-chat) sends the row's C(messages) (the server applies the chat
+        template). Input and output token counts come from the server's C(meta_info)/C(usage).
+    type: str
+    default: random-ids
+  workload_categories:
+    description: Only the rows of these categories (C(builtin) and files). A name that no row carries fails the task.
+    type: list
+    elements: str
+    default: []
+  workload_max_prompts:
+    description: At most this many rows of a file workload are shipped to the load generator (a seeded sample that keeps
+      each category's share; 0 = all). Each level takes its requests from them in a seeded round-robin over the categories.
+    type: int
+    default: 2000
+  prompts:
+    description:
+      - The workload's rows as data, C([{prompt | messages, category, output_len, source}]). The action plugin fills it
+        from a file O(workload); give it directly only to send prompts built elsewhere (O(workload) then names them).
+    type: list
+    elements: dict
+  temperature:
+    description: Sampling temperature of every request (0 = greedy, as bench_serving). Recorded per level.
+    type: float
+    default: 0.0
+  top_p:
+    description: Nucleus sampling cut-off in (0, 1]; sent only below 1.0. Recorded per level.
+    type: float
+    default: 1.0
   input_len:
-    description: Prompt length in tokens (the maximum when O(range_ratio) < 1).
+    description: Prompt length in tokens for C(random-ids) (the maximum when O(range_ratio) < 1).
     type: int
     default: 1000
   output_len:
-    description: Output length in tokens, generated with C(ignore_eos) (the maximum when O(range_ratio) < 1).
+    description: Output length in tokens, generated with C(ignore_eos) (the maximum when O(range_ratio) < 1). Rows of a
+      prompt workload that carry C(output_len) use theirs.
     type: int
     default: 1000
   range_ratio:
@@ -272,7 +319,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode no request is sent; the planned levels are returned.
+    details: In check mode no request is sent; the planned levels are returned (a file workload is still read and checked).
   diff_mode:
     support: none
   platform:
@@ -289,6 +336,20 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Speculative decoding on representative traffic - the built-in prompt set, greedy, per-category accept length
+  llmops.sglang.serving_benchmark:
+    workload: builtin
+    max_concurrency: [1, 8, 32]
+    output_len: 256
+  register: bench
+
+- name: Your own prompts (read on the controller), only two categories, sampled like production
+  llmops.sglang.serving_benchmark:
+    workload: "{{ playbook_dir }}/prompts/*.jsonl"
+    workload_categories: [coding, support]
+    temperature: 0.7
+    top_p: 0.9
+
 - name: Sweep concurrency 1..64 with 1000-in / 1000-out like the seed benchmark
   llmops.sglang.serving_benchmark:
     url: http://127.0.0.1:30000
@@ -352,6 +413,13 @@ records:
       (C(all-at-once), C(poisson), C(gamma) or C(trace)); C(burstiness); C(trace_time_scale); C(cached_tokens) (sum of
       C(meta_info.cached_tokens), the server's prefix-cache hits, null when not reported); C(slo) (the thresholds, ms);
       C(goodput) (req/s); C(goodput_completed); C(goodput_fraction). The goodput keys are null without O(slo)."
+    - "Workload keys: C(dataset_name) (the workload: C(random-ids), C(builtin) or the file spec), C(workload_prompts) (rows
+      available), C(temperature), C(top_p), C(accept_length_mean)/C(_p10)/C(_p50)/C(_p90) (per-request accept lengths),
+      C(accept_rate) (accepted / proposed drafts, 0..1, null when the server does not report the counts),
+      C(accept_length_histogram) (C([{lo, hi, count}]), 0.25-token bins), C(categories) (per category C(requests),
+      C(completed), C(failed), C(output_tokens), C(output_tok_s), C(mean_tpot_ms), C(median_tpot_ms),
+      C(decode_tok_s_per_request), C(spec_requests), C(accept_length) (pooled), C(accept_length_mean)/C(_p10)/C(_p50)/C(_p90),
+      C(accept_rate)) and C(warnings) (e.g. synthetic prompts with speculative decoding)."
     - "Units, as in bench_serving: C(duration) s; C(*_ms) ms; C(request_throughput) req/s; C(input_throughput),
       C(output_throughput), C(total_throughput), C(max_output_tokens_per_s) and C(decode_tok_s_per_request) tok/s;
       C(request_rate) req/s (null = all at once or a trace); C(concurrency) = sum of E2E latencies / duration (mean requests
@@ -419,6 +487,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import 
     ReportError, check_gates, gate_option_spec, jsonl_line, make_record, markdown_table, summary_rows,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics, normalize_slo, output_details
+from ansible_collections.llmops.sglang.plugins.module_utils import spec_stats, workloads
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
 
 SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_num_steps"),
@@ -453,7 +522,7 @@ def validate(params):
         if rate is None or rate <= 0:
             errs.append("request_rate=%r: every level must be > 0 req/s; use an empty list to send all at once" % (params["request_rate"],))
             break
-    for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset"):
+    for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset", "workload_max_prompts"):
         if params[name] < 0:
             errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (name, params[name]))
     if params["seed"] < 0:
@@ -541,6 +610,40 @@ def arrival_kind(params, lv, trace_records):
     return "poisson" if params.get("burstiness", 1.0) == 1.0 else "gamma"
 
 
+SYNTHETIC_WARNING = ("speculative decoding measured on synthetic prompts (random token ids): random token ids inflate "
+                     "speculative throughput (SPEED-Bench, arXiv 2604.09557: about 23 %); decide on workload builtin or your "
+                     "own prompt files")
+
+
+def resolve_workload(params, speculative):
+    """``(name, rows)`` of the workload: rows None for random-ids. ``auto`` becomes ``builtin`` when ``speculative``
+    (the server's settings) names an algorithm. Raises workloads.WorkloadError for unusable rows or filters."""
+    name = params["workload"]
+    if name not in (workloads.RANDOM_IDS, workloads.AUTO) and (params.get("trace") or params.get("shared_prefix")):
+        raise workloads.WorkloadError("workload=%s and %s are two workloads; set one of them" % (
+            name, "trace" if params.get("trace") else "shared_prefix"))
+    if params.get("prompts"):
+        if name in (workloads.RANDOM_IDS, workloads.AUTO):
+            raise workloads.WorkloadError("prompts are given but workload=%s; set workload to a name for them (e.g. the file "
+                                          "they came from)" % name)
+        rows = workloads.filter_categories(workloads.validate_rows(params["prompts"]), params["workload_categories"], name)
+        return name, rows
+    if name == workloads.AUTO:
+        # a trace replay or a shared-prefix run keeps its own prompts; otherwise the built-in set under speculation
+        synthetic_shape = params.get("trace") or params.get("shared_prefix")
+        name = workloads.BUILTIN if (speculative or {}).get("algorithm") and not synthetic_shape else workloads.RANDOM_IDS
+    if name == workloads.RANDOM_IDS:
+        if params["workload_categories"]:
+            raise workloads.WorkloadError("workload_categories=%s applies to prompt workloads, not random-ids; use workload "
+                                          "builtin or a file, or drop the filter" % (params["workload_categories"],))
+        return name, None
+    if name == workloads.BUILTIN:
+        return workloads.load_workload(name, params["workload_categories"])
+    raise workloads.WorkloadError("workload %r is a file spec, but no prompts arrived: files are read on the controller by "
+                                  "the llmops.sglang.serving_benchmark action plugin; run the module through Ansible (not "
+                                  "directly), or use workload builtin" % name)
+
+
 def speculative_from(info):
     """Speculative settings from a server-info dict (SGLang 0.5.9 top-level ServerArgs fields)."""
     return dict((k, (info or {}).get(src)) for k, src in SPEC_KEYS)
@@ -560,24 +663,55 @@ def capacity_warnings(levels, info):
     return out
 
 
-def run_levels(params, target, levels, server_info, speculative, module_log=None, trace_records=None, details=None):
+def workload_fields(name, rows, params, prompts, results, duration, speculative, metrics):
+    """The workload keys of a record (see RETURN): sampling settings, per-request accept-length statistics, the
+    histogram, per-category statistics and warnings."""
+    overall = spec_stats.group_stats(results, duration)
+    spec_on = bool((speculative or {}).get("algorithm")) or metrics.get("accept_length") is not None
+    warnings = [SYNTHETIC_WARNING] if spec_on and rows is None else []
+    return {
+        "workload_prompts": len(rows) if rows is not None else None,
+        "temperature": params["temperature"], "top_p": params["top_p"],
+        "accept_length_mean": overall["accept_length_mean"], "accept_length_p10": overall["accept_length_p10"],
+        "accept_length_p50": overall["accept_length_p50"], "accept_length_p90": overall["accept_length_p90"],
+        "accept_rate": overall["accept_rate"],
+        "accept_length_histogram": spec_stats.accept_length_histogram(results),
+        "categories": spec_stats.by_category(prompts, results, duration),
+        "warnings": warnings,
+    }
+
+
+def run_levels(params, target, levels, server_info, speculative, module_log=None, trace_records=None, details=None,
+               workload=None):
     """Run every planned level; returns (records, first_errors). Never raises for server-side failures.
 
-    ``details`` (a list or None): receives each level's :func:`bench_stats.output_details` when given."""
+    ``details`` (a list or None): receives each level's :func:`bench_stats.output_details` when given.
+    ``workload``: ``(name, rows)`` from :func:`resolve_workload` (rows None: the random-ids, shared-prefix or trace
+    prompts of :func:`level_prompts`); None = random-ids."""
     records = []
     first_errors = []
     text = params["backend"] == "openai-chat"
+    name, rows = workload if workload is not None else (workloads.RANDOM_IDS, None)
     slo = normalize_slo(params.get("slo"))
     for i, lv in enumerate(levels):
         level_no = params["level_offset"] + i + 1
         # a seed per level: identical prompts at two levels would let the second hit SGLang's radix cache
         seed = params["seed"] + level_no - 1
-        prompts, offsets, dataset = level_prompts(params, lv, seed, text, trace_records)
         warm = None
-        if params["warmup_requests"]:
-            # like bench_serving's warm-up: the prompt length of the run, at most 32 output tokens
-            warm = bench_client.make_prompts(params["warmup_requests"], params["input_len"], min(params["output_len"], 32),
-                                             params["range_ratio"], seed + 7919, text=text)
+        if rows is None:
+            prompts, offsets, dataset = level_prompts(params, lv, seed, text, trace_records)
+            if params["warmup_requests"]:
+                # like bench_serving's warm-up: the prompt length of the run, at most 32 output tokens
+                warm = bench_client.make_prompts(params["warmup_requests"], params["input_len"], min(params["output_len"], 32),
+                                                 params["range_ratio"], seed + 7919, text=text)
+        else:
+            prompts, offsets, dataset = (bench_client.workload_prompts(rows, lv["num_prompts"], params["output_len"], seed,
+                                                                       params["backend"]), None, name)
+            if params["warmup_requests"]:
+                warm = bench_client.workload_prompts(rows, params["warmup_requests"], params["output_len"], seed + 7919,
+                                                     params["backend"])
+                for w in warm:
+                    w.output_len = min(w.output_len, 32)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results, duration, _warm = bench_multi.run_benchmark_processes(
             target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
@@ -594,9 +728,10 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
                   "arrival": kind, "burstiness": params.get("burstiness", 1.0) if kind in ("poisson", "gamma") else None,
                   "trace_time_scale": params.get("trace_time_scale") if kind == "trace" else None,
                   "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
-        rec = make_record(metrics, config, server_info=server_info or None,
-                          meta={"level": level_no, "label": params["label"], "run_id": params["run_id"],
-                                "url": params["url"], "speculative": speculative, "started_at": started})
+        meta = {"level": level_no, "label": params["label"], "run_id": params["run_id"],
+                "url": params["url"], "speculative": speculative, "started_at": started}
+        meta.update(workload_fields(name, rows, params, prompts, results, duration, speculative, metrics))
+        rec = make_record(metrics, config, server_info=server_info or None, meta=meta)
         records.append(rec)
         for e in metrics["error_kinds"]:
             if len(first_errors) < 5:
@@ -625,6 +760,12 @@ def main():
             backend=dict(type="str", default="sglang", choices=["sglang", "openai", "openai-chat"]),
             model=dict(type="str", default=""),
             api_key=dict(type="str", no_log=True),
+            workload=dict(type="str", default="random-ids"),
+            workload_categories=dict(type="list", elements="str", default=[]),
+            workload_max_prompts=dict(type="int", default=2000),
+            prompts=dict(type="list", elements="dict"),
+            temperature=dict(type="float", default=0.0),
+            top_p=dict(type="float", default=1.0),
             input_len=dict(type="int", default=1000),
             output_len=dict(type="int", default=1000),
             range_ratio=dict(type="float", default=1.0),
@@ -674,9 +815,10 @@ def main():
     try:
         target = bench_client.Target(p["url"], backend=p["backend"], model=p["model"], api_key=p["api_key"],
                                      timeout_s=p["timeout"], stall_timeout_s=p["stall_timeout"],
-                                     validate_certs=p["validate_certs"], keep_text=p["output_details"])
+                                     validate_certs=p["validate_certs"], keep_text=p["output_details"],
+                                     temperature=p["temperature"], top_p=p["top_p"])
     except bench_client.BenchError as exc:
-        errs.append("url/backend: %s" % to_native(exc))
+        errs.append("url/backend/sampling: %s" % to_native(exc))
         target = None
     trace_records = None
     if p["trace"] is not None:
@@ -688,6 +830,13 @@ def main():
         module.fail_json(msg="serving_benchmark: invalid options: " + "; ".join(errs), **result)
     levels = plan_levels(p, trace_records)
     result["levels"] = levels
+    workload = None
+    if p["workload"] != workloads.AUTO:
+        # every prompt problem is refused here, before the server is even asked
+        try:
+            workload = resolve_workload(p, None)
+        except workloads.WorkloadError as exc:
+            module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
     if module.check_mode:
         result["msg"] = "check mode: %d level(s) planned, no request sent" % len(levels)
         module.exit_json(**result)
@@ -714,11 +863,19 @@ def main():
     result["speculative"] = speculative = speculative_from(info)
     for msg in capacity_warnings(levels, info):
         module.warn(msg)
+    if workload is None:
+        try:
+            workload = resolve_workload(p, speculative)
+        except workloads.WorkloadError as exc:
+            module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
+    if workload[1] is None and speculative.get("algorithm"):
+        module.warn(SYNTHETIC_WARNING)
 
     try:
         details = [] if p["output_details"] else None
         records, first_errors = run_levels(p, target, levels, info, speculative, module_log=module.log,
-                                           trace_records=trace_records, details=details)
+                                           trace_records=trace_records, details=details,
+                                           workload=workload)
     except bench_client.BenchError as exc:
         module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
     except Exception as exc:  # pylint: disable=broad-except
