@@ -246,6 +246,51 @@ def markdown_table(records):
     return "\n".join(lines)
 
 
+CATEGORY_FIELDS = ("completed", "accept_length", "accept_length_mean", "accept_length_p10", "accept_length_p50",
+                   "accept_length_p90", "accept_rate", "output_tok_s", "decode_tok_s_per_request", "median_tpot_ms")
+
+
+def category_rows(records):
+    """Per level and category rows ``{level, concurrency, request_rate, workload, category, <CATEGORY_FIELDS>}`` from the
+    records' ``categories`` blocks (serving_benchmark with a prompt workload); empty for random-ids sweeps."""
+    rows = []
+    for i, rec in enumerate(records):
+        for cat, st in sorted((rec.get("categories") or {}).items()):
+            row = {"level": rec.get("level", i + 1), "concurrency": rec.get("max_concurrency"),
+                   "request_rate": _rate_display(rec.get("request_rate")), "workload": rec.get("dataset_name"), "category": cat}
+            for k in CATEGORY_FIELDS:
+                row[k] = st.get(k)
+            rows.append(row)
+    return rows
+
+
+def category_markdown(records):
+    """Markdown table of :func:`category_rows` ('' when there are none): accept length pooled, mean and p10/p50/p90,
+    accept rate, output tok/s (the category's share of the level), per-request decode tok/s and median TPOT."""
+    rows = category_rows(records)
+    if not rows:
+        return ""
+    lines = ["| level | concurrency | category | ok | accept len | mean | p10 | p50 | p90 | accept rate | output tok/s "
+             "| decode tok/s/req | TPOT p50 ms |", "|---:|---:|---|" + "---:|" * 10]
+    for r in rows:
+        lines.append("| %s |" % " | ".join([
+            _fmt(r["level"]), _fmt(r["concurrency"]), r["category"], _fmt(r["completed"]), _fmt(r["accept_length"], 2),
+            _fmt(r["accept_length_mean"], 2), _fmt(r["accept_length_p10"], 2), _fmt(r["accept_length_p50"], 2),
+            _fmt(r["accept_length_p90"], 2), _fmt(r["accept_rate"], 2), _fmt(r["output_tok_s"]),
+            _fmt(r["decode_tok_s_per_request"]), _fmt(r["median_tpot_ms"], 2)]))
+    return "\n".join(lines)
+
+
+def run_warnings(records):
+    """The distinct ``warnings`` of the records, in first-seen order (e.g. synthetic prompts under speculation)."""
+    out = []
+    for rec in records:
+        for w in rec.get("warnings") or []:
+            if w not in out:
+                out.append(w)
+    return out
+
+
 def check_gates(rec, gates):
     """Gate violations of one record, as messages naming the level and the metric.
 
@@ -343,6 +388,7 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
             "baseline_median_tpot_ms": b.get("median_tpot_ms"), "candidate_median_tpot_ms": c.get("median_tpot_ms"),
             "candidate_accept_length": c.get("accept_length"),
             "winner": None if sp is None else (candidate_label if sp > 1.0 + min_gain else baseline_label),
+            "categories": _category_speedups(b, c),
         })
     valid = [r for r in rows if r["speedup"] is not None and not math.isinf(r["level"])]
     crossover = {"concurrency": None, "level": None, "note": ""}
@@ -370,8 +416,27 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
                               "with no max_concurrency; sweep sglang_benchmark_concurrency instead (and leave "
                               "sglang_benchmark_request_rates empty)" % (_fmt(target), ", ".join(rates)))
         decision = _decide(valid, target, min_gain, baseline_label, candidate_label)
-    return {"levels": rows, "crossover": crossover, "decision": decision,
+    warnings = run_warnings(list(baseline) + list(candidate))
+    if decision is not None and warnings:
+        decision["warnings"] = warnings
+        decision["reason"] += "; WARNING: " + "; ".join(warnings)
+    return {"levels": rows, "crossover": crossover, "decision": decision, "warnings": warnings,
             "baseline_label": baseline_label, "candidate_label": candidate_label, "metric": "output_throughput"}
+
+
+def _category_speedups(b, c):
+    """Per category of a level present in both arms: ``{category: {baseline/candidate decode_tok_s_per_request,
+    decode_speedup (candidate / baseline per-request decode speed), candidate_accept_length}}``. The category's share
+    of output tok/s is not compared: both arms send the same prompts, so that ratio is the level's, not the category's."""
+    bc, cc = b.get("categories") or {}, c.get("categories") or {}
+    out = {}
+    for cat in sorted(set(bc) & set(cc)):
+        bd = bc[cat].get("decode_tok_s_per_request") or 0.0
+        cd = cc[cat].get("decode_tok_s_per_request") or 0.0
+        out[cat] = {"baseline_decode_tok_s_per_req": bd, "candidate_decode_tok_s_per_req": cd,
+                    "decode_speedup": (cd / bd) if bd > 0 and cd > 0 else None,
+                    "candidate_accept_length": cc[cat].get("accept_length")}
+    return out
 
 
 def _decide(valid, target, min_gain, baseline_label, candidate_label):
@@ -419,4 +484,15 @@ def ab_markdown(ab):
     if ab.get("decision"):
         lines.append("")
         lines.append("Decision: **%s** (%s)" % (ab["decision"]["winner"], ab["decision"]["reason"]))
+    cats = [(r["level"], cat, v) for r in ab["levels"] for cat, v in sorted((r.get("categories") or {}).items())]
+    if cats:
+        lines += ["", "Per category (per-request decode speed, %s / %s):" % (cl, bl), "",
+                  "| level | category | %s decode tok/s/req | %s decode tok/s/req | decode speedup | %s accept len |" % (bl, cl, cl),
+                  "|---:|---|---:|---:|---:|---:|"]
+        for lv, cat, v in cats:
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (_fmt(lv), cat, _fmt(v["baseline_decode_tok_s_per_req"]),
+                                                          _fmt(v["candidate_decode_tok_s_per_req"]), _fmt(v["decode_speedup"], 3),
+                                                          _fmt(v["candidate_accept_length"], 2)))
+    for w in ab.get("warnings") or []:
+        lines += ["", "**Warning:** %s" % w]
     return "\n".join(lines)

@@ -13,13 +13,17 @@ version_added: "1.0.0"
 description:
   - Writes the records of a M(llmops.sglang.serving_benchmark) sweep under O(dest)/<host>/<run_id>/ as
     C(results.jsonl) (bench_serving-compatible, one line per level, appended like bench_serving's C(--output-file);
-    a line already present is not written twice), C(summary.json), C(summary.md) and, with O(plots), PNG plots made
+    a line already present is not written twice), C(summary.json) (with C(categories) rows and C(warnings)),
+    C(summary.md) (with the per-category table and warnings) and, with O(plots), PNG plots made
     with matplotlib - C(output_throughput.png) (output tok/s vs concurrency), C(decode_speed.png) (per-request decode
-    tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency).
+    tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency), and for a
+    prompt workload C(accept_length_by_category.png) (accept length per category and level, p10-p90 whiskers).
   - With O(baseline_records) it also compares the two runs level by level (speedup = O(records) output throughput /
     O(baseline_records) output throughput), finds the crossover concurrency (speedup 1.0, interpolated in log2
     concurrency), decides the winner at O(target_concurrency), and writes C(ab_summary.json), C(ab_summary.md),
-    C(ab_throughput.png) and C(ab_speedup.png).
+    C(ab_throughput.png), C(ab_speedup.png) and, for a prompt workload, C(ab_speedup_by_category.png) (per-request
+    decode speedup per category and level). When either run used synthetic prompts (C(random-ids)) with speculative
+    decoding, the decision's reason and the report carry that warning.
   - Meant to run on the controller (C(delegate_to localhost)). Files are only rewritten when their content changes.
 author:
   - llmops.sglang developers (@llmops)
@@ -131,8 +135,9 @@ summary:
   type: list
   elements: dict
 ab:
-  description: The A/B comparison (C(levels) with C(speedup) per level, C(crossover), C(decision) with C(winner),
-    C(winner_is_candidate), C(speedup), C(basis), C(reason)); empty without O(baseline_records).
+  description: The A/B comparison (C(levels) with C(speedup) per level and C(categories) (per category
+    C(decode_speedup)), C(crossover), C(decision) with C(winner), C(winner_is_candidate), C(speedup), C(basis),
+    C(reason) and C(warnings)), C(warnings); empty without O(baseline_records).
   returned: always
   type: dict
 """
@@ -147,7 +152,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
-    ReportError, ab_markdown, compare, jsonl_line, level_key, markdown_table, plot_series, summary_rows,
+    ReportError, ab_markdown, category_markdown, category_rows, compare, jsonl_line, level_key, markdown_table, plot_series,
+    run_warnings, summary_rows,
 )
 
 MPL_IMP_ERR = None
@@ -216,6 +222,79 @@ def plots_single(tmpdir, records, title):
     return out
 
 
+def _plot_bars(path, title, ylabel, cats, series, hline=None, errs=None):
+    """Grouped bar chart: one group per category, one bar per series ``(label, [value per category])``; ``errs``:
+    per series ``([low], [high])`` error-bar ends (absolute values) or None."""
+    fig, ax = plt.subplots(figsize=(max(7, 0.75 * len(cats) + 2), 4.2), dpi=100)
+    try:
+        n = max(1, len(series))
+        width = 0.8 / n
+        for i, (label, vals) in enumerate(series):
+            xs = [j + (i - (n - 1) / 2.0) * width for j in range(len(cats))]
+            ys = [v if v is not None else 0.0 for v in vals]
+            yerr = None
+            if errs and errs[i] is not None:
+                lo, hi = errs[i]
+                yerr = [[max(0.0, y - (l if l is not None else y)) for y, l in zip(ys, lo)],
+                        [max(0.0, (h if h is not None else y) - y) for y, h in zip(ys, hi)]]
+            ax.bar(xs, ys, width=width, label=label, yerr=yerr, capsize=2)
+        ax.set_xticks(list(range(len(cats))))
+        ax.set_xticklabels(cats, rotation=30, ha="right")
+        if hline is not None:
+            ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, format="png", metadata={"Software": None})
+    finally:
+        plt.close(fig)
+
+
+def plot_categories(tmpdir, records, title):
+    """``accept_length_by_category.png``: accept length per category (bars per level, p10-p90 whiskers); {} without
+    categories. Returns {filename: bytes}."""
+    rows = category_rows(records)
+    if not rows:
+        return {}
+    cats = sorted(set(r["category"] for r in rows))
+    levels = []
+    for r in rows:
+        if r["level"] not in levels:
+            levels.append(r["level"])
+    series, errs = [], []
+    for lv in levels:
+        by = dict((r["category"], r) for r in rows if r["level"] == lv)
+        name = "level %s (concurrency %s)" % (lv, _fmt_x(by[next(iter(by))]["concurrency"]))
+        series.append((name, [by[c]["accept_length"] if c in by else None for c in cats]))
+        errs.append(([by[c]["accept_length_p10"] if c in by else None for c in cats],
+                     [by[c]["accept_length_p90"] if c in by else None for c in cats]))
+    path = os.path.join(tmpdir, "accept_length_by_category.png")
+    _plot_bars(path, "%s: accept length by category (p10-p90)" % title, "accept length (tokens per verify step)", cats, series,
+               hline=1.0, errs=errs)
+    with open(path, "rb") as fh:
+        return {"accept_length_by_category.png": fh.read()}
+
+
+def plot_ab_categories(tmpdir, ab, title):
+    """``ab_speedup_by_category.png``: per-request decode speedup per category and level; {} without categories."""
+    rows = [r for r in ab["levels"] if r.get("categories")]
+    if not rows:
+        return {}
+    cats = sorted(set(c for r in rows for c in r["categories"]))
+    series = [("concurrency %s" % _fmt_x(r["level"]), [(r["categories"].get(c) or {}).get("decode_speedup") for c in cats]) for r in rows]
+    path = os.path.join(tmpdir, "ab_speedup_by_category.png")
+    _plot_bars(path, "%s: decode speedup %s / %s by category" % (title, ab["candidate_label"], ab["baseline_label"]),
+               "per-request decode speedup", cats, series, hline=1.0)
+    with open(path, "rb") as fh:
+        return {"ab_speedup_by_category.png": fh.read()}
+
+
+def _fmt_x(v):
+    return "-" if v is None else ("%g" % v)
+
+
 def plots_ab(tmpdir, ab, baseline, candidate, title):
     """Draw the A/B plots into tmpdir; returns {filename: bytes}."""
     rows = [r for r in ab["levels"] if r["level"] != float("inf")]
@@ -243,12 +322,18 @@ def summary_md(title, host, run_id, records, ab_md=None):
     lines = ["# %s" % title, "", "Host: `%s`, run: `%s`" % (host, run_id), ""]
     first = records[0] if records else {}
     spec = first.get("speculative") or {}
-    lines.append("Backend `%s`, input %s / output %s tokens (range ratio %s), speculative: %s"
-                 % (first.get("backend"), first.get("random_input_len"), first.get("random_output_len"),
-                    first.get("random_range_ratio"),
+    lines.append("Backend `%s`, workload `%s` (temperature %s, top_p %s), input %s / output %s tokens (range ratio %s), "
+                 "speculative: %s"
+                 % (first.get("backend"), first.get("dataset_name"), first.get("temperature", 0.0), first.get("top_p", 1.0),
+                    first.get("random_input_len"), first.get("random_output_len"), first.get("random_range_ratio"),
                     ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
                                                               spec.get("num_draft_tokens"))) if spec.get("algorithm") else "off"))
     lines += ["", markdown_table(records), ""]
+    for w in run_warnings(records):
+        lines += ["**Warning:** %s" % w, ""]
+    cat_md = category_markdown(records)
+    if cat_md:
+        lines += ["## Per category (workload `%s`)" % first.get("dataset_name"), "", cat_md, ""]
     errs = [(r.get("level"), e) for r in records for e in (r.get("error_kinds") or [])]
     if errs:
         lines.append("## Failed requests")
@@ -318,7 +403,10 @@ def main():
         ab_md = ab_markdown(ab)
     result["ab"] = ab
     md = summary_md(p["title"], p["host"], p["run_id"], records, ab_md)
-    result["markdown"] = markdown_table(records) + (("\n\n" + ab_md) if ab_md else "")
+    cat_md = category_markdown(records)
+    warn_md = "".join("\n\nWARNING: %s" % w for w in run_warnings(records) if not ab_md)
+    result["markdown"] = (markdown_table(records) + warn_md + (("\n\n" + cat_md) if cat_md else "")
+                          + (("\n\n" + ab_md) if ab_md else ""))
 
     jsonl_path = os.path.join(outdir, "results.jsonl")
     existing = ""
@@ -328,6 +416,7 @@ def main():
     content = {
         "results.jsonl": merge_jsonl(existing, records).encode("utf-8"),
         "summary.json": (json.dumps({"host": p["host"], "run_id": p["run_id"], "title": p["title"], "levels": summary_rows(records),
+                                     "categories": category_rows(records), "warnings": run_warnings(records),
                                      "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
         "summary.md": md.encode("utf-8"),
     }
@@ -338,8 +427,10 @@ def main():
         tmp = tempfile.mkdtemp(prefix="llmops-bench-plots-")
         try:
             content.update(plots_single(tmp, records, p["title"]))
+            content.update(plot_categories(tmp, records, p["title"]))
             if ab:
                 content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
+                content.update(plot_ab_categories(tmp, ab, p["title"]))
         except Exception as exc:  # pylint: disable=broad-except
             module.fail_json(msg="benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
                              exception=traceback.format_exc(), **result)
