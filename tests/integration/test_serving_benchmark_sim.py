@@ -312,3 +312,81 @@ def test_openai_backends_count_tokens_from_usage(sglang_sim, capsys, backend):
     rec = out["records"][0]
     assert rec["completed"] == 8 and rec["total_output_tokens"] == 8 * 24
     assert rec["backend"] == backend and rec["accept_length"] is None
+
+
+# ---- workloads (issue 11): prompt files read on the controller, the built-in set, random-ids vs real prompts ------
+
+def test_prompt_file_workload_is_read_on_the_controller(sglang_sim, tmp_path):
+    """A JSONL file given by path reaches the module as data (the action plugin reads it); records name the workload,
+    carry the categories of the file, and the simulator's accept length follows the prompt text: math at p=1 accepts
+    every draft (2.00 with one draft token), roleplay at 0.38 about 1.38 (acceptance.py)."""
+    srv = sglang_sim(ON_ARGS, instant=True)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "What is 15*23? Answer briefly.", "category": "arith"},
+        {"messages": [{"role": "user", "content": "You are a pirate captain. Stay in character and greet the crew."}],
+         "category": "play", "output_len": 400}]) + "\n")
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, "benchmark.yml", {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_workload": str(prompts), "sglang_benchmark_concurrency": [2],
+        "sglang_benchmark_num_prompts": 4, "sglang_benchmark_prompts_per_concurrency": 1, "sglang_benchmark_output_len": 400,
+        "sglang_benchmark_report_dir": str(reports), "sglang_benchmark_run_id": "file", "sglang_benchmark_plots": False})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    rec = json.loads((reports / "simhost" / "file" / "results.jsonl").read_text().splitlines()[0])
+    assert rec["dataset_name"] == str(prompts) and rec["workload_prompts"] == 2 and rec["warnings"] == []
+    assert sorted(rec["categories"]) == ["arith", "play"]
+    assert rec["categories"]["arith"]["accept_length"] == pytest.approx(2.0, abs=0.01)
+    assert rec["categories"]["play"]["accept_length"] == pytest.approx(1.38, abs=0.06)   # ~600 verify steps
+    # token counts from the server: "What is 15*23? Answer briefly." is 10 tokens to the simulator's word counter
+    assert rec["total_input_tokens"] > 0 and rec["total_output_tokens"] == 4 * 400
+    assert "## Per category (workload" in (reports / "simhost" / "file" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("content, expect", [
+    ('{"prompt": "fine"}\n{"text": "no prompt"}\n', "prompts.jsonl line 2: row without a prompt (keys: text)"),
+    ("", "the file is empty"),
+])
+def test_bad_prompt_file_fails_before_any_request(sglang_sim, tmp_path, content, expect):
+    srv = sglang_sim(ON_ARGS, instant=True)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(content)
+    before = srv.log_text().count("POST /generate")         # the simulator's own warm-up request
+    proc = _playbook(tmp_path, "benchmark.yml", {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_workload": str(prompts), "sglang_benchmark_concurrency": [1],
+        "sglang_benchmark_num_prompts": 1, "sglang_benchmark_report_dir": str(tmp_path / "r"), "sglang_benchmark_plots": False})
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0 and expect in out and "(nothing was sent)" in out, out[-3000:]
+    assert srv.log_text().count("POST /generate") == before
+
+
+def test_mtp_ab_random_ids_overestimates_against_the_builtin_set(ab_servers, tmp_path):
+    """The same sweep twice, random-ids then the built-in set. By hand (docs/simulator.md): random ids accept every draft
+    (accept length 2.00), so at concurrency 1 MTP gives 14.815 ms / 2 tokens vs 9.09 ms: 1.227; the built-in set's ten
+    categories accept 1 + p with the harmonic mean 1.621 over one request per category, so MTP-on decodes at
+    1.621 / 14.815 ms = 109.4 tok/s and the speedup is about 0.995: random ids overestimate it by about 23 %
+    (SPEED-Bench). The synthetic run's decision carries the warning; the built-in run reports coding/math above
+    roleplay/writing."""
+    off, on = ab_servers
+    reports = tmp_path / "reports"
+    common = {"sglang_benchmark_ab_manage_server": False, "sglang_benchmark_ab_off_url": off.url,
+              "sglang_benchmark_ab_on_url": on.url, "sglang_target_concurrency": 1, "sglang_benchmark_concurrency": [1],
+              "sglang_benchmark_num_prompts": 10, "sglang_benchmark_prompts_per_concurrency": 1, "sglang_benchmark_input_len": 64,
+              "sglang_benchmark_output_len": 96, "sglang_benchmark_report_dir": str(reports), "sglang_benchmark_plots": False}
+    speedups = {}
+    for wl in ("random-ids", "builtin"):
+        proc = _playbook(tmp_path, "mtp_ab.yml", dict(common, sglang_benchmark_workload=wl, sglang_benchmark_ab_run_id="ab-" + wl))
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        ab = json.loads((reports / "simhost" / ("ab-" + wl) / "ab_summary.json").read_text())
+        speedups[wl] = ab["levels"][0]["speedup"]
+        if wl == "random-ids":
+            assert ab["decision"]["warnings"] == [serving_benchmark.SYNTHETIC_WARNING]
+            assert "synthetic prompts" in " ".join(proc.stdout.split())
+        else:
+            assert ab["warnings"] == []
+            cats = ab["levels"][0]["categories"]
+            assert len(cats) == 10
+            acc = dict((c, v["candidate_accept_length"]) for c, v in cats.items())
+            assert min(acc["coding"], acc["math"]) > max(acc["roleplay"], acc["writing"]), acc
+    assert speedups["random-ids"] == pytest.approx(1.227, abs=0.06)
+    assert speedups["builtin"] == pytest.approx(0.995, abs=0.08)
+    assert speedups["random-ids"] / speedups["builtin"] == pytest.approx(1.23, abs=0.1)
