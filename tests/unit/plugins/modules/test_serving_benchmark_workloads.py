@@ -37,7 +37,7 @@ def fake_load(mocker):
     calls = []
 
     def fake(target, prompts, max_concurrency=None, request_rate=None, warmup_prompts=None, seed=1,
-             abort_after_failures=0, progress=None):
+             abort_after_failures=0, progress=None, **_traffic):
         calls.append({"prompts": prompts, "warm": warmup_prompts, "body": json.loads(bench_client.request_body(target, prompts[0]))})
         out = []
         for p in prompts:
@@ -107,6 +107,8 @@ def test_prompts_as_data_and_chat_messages(capsys, fixtures_dir, mocker, fake_lo
     ({"workload": "x.jsonl", "prompts": [{"category": "qa", "source": "x.jsonl:4"}]}, "prompts[0] (x.jsonl:4): row without a prompt"),
     ({"workload": "random-ids", "prompts": [{"prompt": "hi"}]}, "set workload to a name for them"),
     ({"workload_categories": ["math"]}, "applies to prompt workloads, not random-ids"),
+    ({"workload": "builtin", "shared_prefix": {"num_groups": 1, "prompts_per_group": 1, "system_prompt_len": 8, "question_len": 8}},
+     "workload=builtin and shared_prefix are two workloads; set one of them"),
     ({"temperature": -1.0}, "temperature must be >= 0"),
     ({"top_p": 0.0}, "top_p must be within (0, 1]"),
 ])
