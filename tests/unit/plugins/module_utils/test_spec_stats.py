@@ -22,6 +22,9 @@ def test_request_spec_per_version_names():
     # 0.5.23 names
     s = ss.request_spec({"completion_tokens": 30, "spec_verify_ct": 20, "spec_num_correct_drafts": 9, "spec_num_proposed_drafts": 20})
     assert (s["accepted"], s["proposed"], s["accept_length"], s["accept_rate"]) == (9, 20, 1.5, 0.45)
+    # 0.5.14 aliases alone
+    s = ss.request_spec({"completion_tokens": 30, "spec_verify_ct": 20, "spec_accepted_drafts": 8, "spec_proposed_drafts": 20})
+    assert (s["accepted"], s["proposed"]) == (8, 20)
     # 0.5.4: no counts: accepted = 30 - 20 = 10, no rate
     s = ss.request_spec({"completion_tokens": 30, "spec_verify_ct": 20, "spec_accept_rate": 0.5})
     assert (s["accepted"], s["proposed"], s["accept_rate"]) == (10, None, None)
