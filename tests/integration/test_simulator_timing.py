@@ -41,6 +41,30 @@ def test_accept_length_expectation_and_three_step_recipe():
     assert on3.steady_throughput(1, 1.0) == pytest.approx(4000 / 18.605, rel=1e-9)
 
 
+def test_topk_widens_every_draft_step():
+    # EAGLE 3 steps, topk 4, 8 draft tokens, 2 streams: 8.84 + 0.25*2*8 + 3.83 + 3*(1.5 + 0.145*2*4) = 24.65 ms
+    tree = TimingModel(num_steps=3, num_draft_tokens=8, eagle_topk=4)
+    assert tree.decode_step_s(2) == pytest.approx(0.02465, rel=1e-9)
+    # topk 1 (and None, as for NGRAM) keeps the chain cost: 8.84 + 0.25*2*4 + 3.83 + 3*(1.5 + 0.29) = 20.04 ms
+    assert TimingModel(num_steps=3, num_draft_tokens=4, eagle_topk=None).decode_step_s(2) == pytest.approx(0.02004, rel=1e-9)
+
+
+def _best_chain(conc, p):
+    rates = [TimingModel(num_steps=s, num_draft_tokens=s + 1 if s else 0).steady_throughput(conc, p) for s in range(5)]
+    return rates.index(max(rates))
+
+
+def test_best_draft_length_shrinks_with_concurrency():
+    # p = 0.8, chains of s = 0..4 steps (D = s + 1); accept length 1 + .8 + ... + .8^s
+    # c = 1: s=4: 3.3616 tokens / (8.84 + 1.25 + 3.83 + 4*1.645 = 20.50 ms) = 164.0 tok/s > s=3: 2.952 / 18.605 ms = 158.7
+    assert _best_chain(1, 0.8) == 4
+    # c = 8: s=3: 8*2.952 / (8.84 + 8 + 3.83 + 3*(1.5 + 1.16) = 28.65 ms) = 824.3 > s=2: 19.52 / 23.99 ms = 813.7
+    #        > s=4: 26.89 / 33.31 ms = 807.4 > off: 8 / 10.84 ms = 738.0
+    assert _best_chain(8, 0.8) == 3
+    # c = 16: off 16 / 12.84 ms = 1246.1 > s=1: 28.8 / (8.84 + 8 + 3.83 + 1.5 + 2.32 = 24.49 ms) = 1176.0
+    assert _best_chain(16, 0.8) == 0
+
+
 def test_prefill_cost():
     # 1000 prompt tokens: 8.84 + 0.05 * 1000 = 58.84 ms
     assert TimingModel().prefill_s(1000) == pytest.approx(0.05884, rel=1e-9)

@@ -50,7 +50,7 @@ class Simulator(object):
         per_node = max(1, a.tp_size // max(1, a.nnodes))
         self.ranks = list(range(a.node_rank * per_node, (a.node_rank + 1) * per_node))
         self.first = self.ranks[0]
-        self.timing = TimingModel.from_knobs(self.knobs, cfg.num_steps, cfg.num_draft_tokens)
+        self.timing = TimingModel.from_knobs(self.knobs, cfg.num_steps, cfg.num_draft_tokens, cfg.topk if cfg.num_steps else 1)
         self.engine = None
         self.app = None
 
