@@ -1,0 +1,560 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: spec_tune
+short_description: Plan, record and decide a speculative-decoding tuning run (state file on the controller)
+version_added: "1.1.0"
+description:
+  - The bookkeeping of C(playbooks/spec_tune.yml), run on the controller. The playbook serves each arm (a speculative
+    configuration) through the C(sglang_server) role, verifies it with C(speculative_check), benchmarks it with the
+    C(sglang_benchmark) role once per trial, and calls this module between those steps.
+  - O(action=plan) normalizes and orders the arms (the configuration already running first, then simplest first), opens
+    or creates the state file and returns the arms still to run with their finished trials, and an ETA from the arms
+    measured so far. A state file written for another setup (host, SGLang version, levels, objective, workload, ...) is
+    refused, never mixed in.
+  - O(action=record) stores one trial's serving_benchmark records for one arm and says whether the answer is already
+    clear (O(min_trials) reached and the 95 % interval of the speedup against every finished arm excludes 1), so the
+    remaining trials can be skipped.
+  - O(action=finish) marks an arm finished (or failed, with the reason) and stores its duration and verification.
+  - O(action=decide) takes the decision over the finished arms (see C(spec_decision.decide)) and writes
+    C(decision.json), C(decision.md) and, with O(plots), C(speedup.png) (speedup over the simplest arm versus
+    concurrency, one line per arm with its 95 % band) into O(report_dir).
+  - The state file is rewritten atomically after every call, so an interrupted tuning loses at most the trial that was
+    running.
+author:
+  - llmops.sglang developers (@llmops)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+options:
+  action:
+    description: Which step, see the description.
+    type: str
+    required: true
+    choices: [plan, record, finish, decide]
+  state_file:
+    description: JSON state of this tuning run on the controller (created by O(action=plan); its directory is created).
+    type: path
+    required: true
+  arms:
+    description:
+      - The speculative configurations to compare (O(action=plan)). Each is a dict of C(speculative_algorithm) (null or
+        C(off) for no speculation; NEXTN, EAGLE, EAGLE3, STANDALONE), C(speculative_num_steps), C(speculative_eagle_topk),
+        C(speculative_num_draft_tokens), C(speculative_draft_model_path) and an optional C(name).
+      - Empty uses the default grid for the reference model - off and O(default_algorithm) chains of 1, 2 and 3 draft
+        steps (topk 1).
+    type: list
+    elements: dict
+    default: []
+  default_algorithm:
+    description: Algorithm of the default grid's chains.
+    type: str
+    default: NEXTN
+  running:
+    description: Speculative settings of the server running now (same keys as an arm), so that arm runs first without a restart.
+    type: dict
+    default: {}
+  fingerprint:
+    description: What the measurements depend on (host facts, SGLang version, model, levels, workload, objective, ...).
+      Stored at the first O(action=plan); a later plan with a different fingerprint fails, naming the keys that differ.
+    type: dict
+    default: {}
+  fresh:
+    description: With O(action=plan), move an existing state file aside (C(<state_file>.<UTC time>)) and start over.
+    type: bool
+    default: false
+  trials:
+    description: Maximum trials (sweeps) per arm.
+    type: int
+    default: 3
+  min_trials:
+    description: Trials before an arm may stop early (>= 2, an interval needs two).
+    type: int
+    default: 2
+  arm_key:
+    description: The arm of O(action=record) / O(action=finish) (the C(key) that O(action=plan) returned).
+    type: str
+  trial:
+    description: Number of the trial being recorded (1-based); a trial already recorded is replaced.
+    type: int
+  records:
+    description: serving_benchmark records of the trial (one per concurrency level).
+    type: list
+    elements: dict
+    default: []
+  failed:
+    description: With O(action=finish), why the arm failed (empty = it finished). A failed arm is left out of the decision.
+    type: str
+    default: ""
+  verification:
+    description: With O(action=finish), the speculative_check result to keep as evidence (accept length, verdicts).
+    type: dict
+    default: {}
+  duration_s:
+    description: With O(action=finish), seconds the arm took (restart, verification, trials), for the ETA.
+    type: float
+  objective:
+    description: C(throughput) (output tok/s), C(goodput) (req/s meeting the TTFT and TPOT SLOs, the records'
+      C(request_goodput)) or C(tpot) (median TPOT, ms, lower is better).
+    type: str
+    choices: [throughput, goodput, tpot]
+    default: throughput
+  weights:
+    description: Concurrency -> weight of the objective (C({"32" 1}) for one target concurrency, or a production
+      distribution from C(production_concurrency)).
+    type: dict
+    default: {}
+  min_gain:
+    description: A more complex arm must beat a simpler one by more than this fraction with 95 % confidence.
+    type: float
+    default: 0.0
+  report_dir:
+    description: Directory for C(decision.json), C(decision.md), C(speedup.png) (O(action=decide)).
+    type: path
+  plots:
+    description: Draw C(speedup.png) (needs matplotlib in the Python running the module).
+    type: bool
+    default: true
+  title:
+    description: Title of C(decision.md) and the plot.
+    type: str
+    default: Speculative decoding tuning
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the state file and the report are not written; plan still returns the arms.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Runs on the controller (C(delegate_to localhost)); standard library only, matplotlib only for the plot.
+  - The statistics (Welch t interval on the log of the ratio of means) are documented in C(plugins/module_utils/spec_decision.py).
+seealso:
+  - module: llmops.sglang.serving_benchmark
+  - module: llmops.sglang.speculative_check
+"""
+
+EXAMPLES = r"""
+- name: Plan the arms (resumes from the state file)
+  llmops.sglang.spec_tune:
+    action: plan
+    state_file: reports/gpu1/spec-tune/state.json
+    arms:
+      - {speculative_algorithm: null}
+      - {speculative_algorithm: NEXTN, speculative_num_steps: 1, speculative_eagle_topk: 1, speculative_num_draft_tokens: 2}
+      - {speculative_algorithm: NEXTN, speculative_num_steps: 3, speculative_eagle_topk: 1, speculative_num_draft_tokens: 4}
+    fingerprint: {host: gpu1, sglang_version: 0.5.9, levels: [1, 32]}
+  delegate_to: localhost
+  register: plan
+
+- name: Decide at concurrency 32
+  llmops.sglang.spec_tune:
+    action: decide
+    state_file: reports/gpu1/spec-tune/state.json
+    weights: {"32": 1}
+    report_dir: reports/gpu1/spec-tune
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+arms:
+  description: (plan) every arm in run order, normalized (C(key), C(name), C(speculative_*)), with C(status)
+    (C(pending), C(partial), C(done), C(failed)) and C(trials_done).
+  returned: always
+  type: list
+  elements: dict
+pending:
+  description: (plan) the arms still to run, in run order (same shape as C(arms)).
+  returned: always
+  type: list
+  elements: dict
+eta_s:
+  description: (plan) seconds the pending arms should take, from the mean duration of the finished arms; null before one finished.
+  returned: always
+  type: float
+clear:
+  description: (record) true when more trials of this arm would not change its comparison with any finished arm.
+  returned: always
+  type: bool
+trials_done:
+  description: (record) trials stored for this arm.
+  returned: always
+  type: int
+decision:
+  description: (decide) the decision of C(spec_decision.decide) - C(winner), C(best), C(significant),
+    C(no_significant_difference), C(basis), C(objective), C(unit), C(weights), per-arm C(arms) with C(values),
+    C(mean), C(sd), C(n), C(vs_best) and C(vs_baseline) intervals - plus C(time) (UTC ISO 8601, when first decided),
+    C(speedup_table) (per arm and concurrency, speedup over the simplest arm with its 95 % bounds) and
+    C(accept_length) (per arm and concurrency, mean over trials).
+  returned: always
+  type: dict
+winner:
+  description: (decide) the winning arm, normalized, ready to be given to the sglang_server role as sglang_server_* variables.
+  returned: always
+  type: dict
+winner_vars:
+  description: (decide) the winner as C(sglang_server_speculative_*) variables (what to put in the inventory to keep it).
+  returned: always
+  type: dict
+files:
+  description: (decide) report files written.
+  returned: always
+  type: list
+  elements: str
+markdown:
+  description: (decide) C(decision.md).
+  returned: always
+  type: str
+"""
+
+import datetime
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils import spec_decision as sd
+
+STATE_VERSION = 1
+
+
+def _utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_state(path):
+    """The state dict from ``path``, or None when the file does not exist. Raises ValueError on a corrupt file."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        try:
+            state = json.load(fh)
+        except ValueError as exc:
+            raise ValueError("state file %s is not JSON (%s). Fix: move it away, or run with spec_tune_fresh=true." % (path, exc))
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION or not isinstance(state.get("arms"), dict):
+        raise ValueError("state file %s is not a spec_tune state (version %s). Fix: move it away, or run with spec_tune_fresh=true."
+                         % (path, STATE_VERSION))
+    return state
+
+
+def save_state(path, state):
+    """Write ``state`` to ``path`` atomically (temporary file + rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    fd, tmp = tempfile.mkstemp(prefix=".state-", dir=directory)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(state, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.rename(tmp, path)
+
+
+def fingerprint_diff(old, new):
+    """Keys whose values differ between two fingerprints (sorted)."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def arm_status(entry):
+    if entry.get("failed"):
+        return "failed"
+    if entry.get("done"):
+        return "done"
+    return "partial" if entry.get("trials") else "pending"
+
+
+def plan(p, check_mode):
+    arms = [sd.normalize_arm(a, i) for i, a in enumerate(p["arms"])] if p["arms"] else sd.default_grid(p["default_algorithm"])
+    running_key = None
+    if p["running"]:
+        running_key = sd.normalize_arm(dict((k, v) for k, v in p["running"].items() if k != "name"), 0)["key"]
+    ordered = sd.order_arms(arms, running_key)
+    path = p["state_file"]
+    moved = None
+    state = None
+    if p["fresh"] and os.path.exists(path):
+        moved = "%s.%s" % (path, datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+        if not check_mode:
+            os.rename(path, moved)
+    else:
+        state = load_state(path)
+    if state is not None:
+        diff = fingerprint_diff(state.get("fingerprint", {}), p["fingerprint"])
+        if diff:
+            raise ValueError("state file %s belongs to another tuning setup: %s differ (%s). Its measurements cannot be mixed with "
+                             "this run's. Fix: restore the setup, use another spec_tune_run_id, or start over with spec_tune_fresh=true."
+                             % (path, ", ".join(diff), "; ".join("%s was %r, now %r" % (k, state["fingerprint"].get(k), p["fingerprint"].get(k))
+                                                               for k in diff)))
+    else:
+        state = {"version": STATE_VERSION, "fingerprint": p["fingerprint"], "created": _utcnow(), "arms": {}, "decision": None}
+    out = []
+    for arm in ordered:
+        entry = state["arms"].setdefault(arm["key"], {"arm": arm, "trials": [], "done": False, "failed": ""})
+        entry["arm"] = arm
+        row = dict(arm)
+        row.update(status=arm_status(entry), trials_done=len([t for t in entry["trials"] if t]))
+        out.append(row)
+    state["order"] = [a["key"] for a in ordered]
+    if not check_mode:
+        save_state(path, state)
+    pending = [a for a in out if a["status"] in ("pending", "partial")]
+    durations = [e["duration_s"] for e in state["arms"].values() if e.get("done") and e.get("duration_s")]
+    eta = (sum(durations) / len(durations)) * len(pending) if durations else None
+    return {"arms": out, "pending": pending, "eta_s": eta, "moved_to": moved, "running_key": running_key, "state_file": path}
+
+
+def _weights(p):
+    weights = {}
+    for k, v in (p["weights"] or {}).items():
+        try:
+            conc, w = int(k), float(v)
+        except (TypeError, ValueError):
+            raise ValueError("weights=%r: keys are concurrency levels (integers) and values weights (numbers > 0)" % (p["weights"],))
+        if conc < 1 or w <= 0:
+            raise ValueError("weights: concurrency %r weight %r; concurrency must be >= 1 and weight > 0" % (k, v))
+        weights[conc] = w
+    return weights
+
+
+def _results(state, only_done=True):
+    out = []
+    for key in state.get("order") or sorted(state["arms"]):
+        entry = state["arms"].get(key)
+        if not entry or entry.get("failed"):
+            continue
+        if only_done and not entry.get("done"):
+            continue
+        trials = [t for t in entry["trials"] if t]
+        if trials:
+            out.append({"arm": entry["arm"], "trials": trials})
+    return out
+
+
+def record(p, check_mode):
+    state = load_state(p["state_file"])
+    if state is None or p["arm_key"] not in state["arms"]:
+        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm_key"], p["state_file"]))
+    if not p["trial"] or p["trial"] < 1:
+        raise ValueError("trial=%r: give the 1-based trial number" % (p["trial"],))
+    entry = state["arms"][p["arm_key"]]
+    trials = entry["trials"]
+    while len(trials) < p["trial"]:
+        trials.append(None)
+    trials[p["trial"] - 1] = p["records"]
+    if not check_mode:
+        save_state(p["state_file"], state)
+    done = [t for t in trials if t]
+    weights = _weights(p)
+    clear = False
+    evidence = []
+    if weights and len(done) >= max(2, p["min_trials"]):
+        higher = sd.OBJECTIVE_METRIC[p["objective"]][1]
+        try:
+            mine = [sd.objective_value(t, p["objective"], weights) for t in done]
+            others = [r for r in _results(state) if r["arm"]["key"] != p["arm_key"]]
+            verdicts = []
+            for other in others:
+                theirs = [sd.objective_value(t, p["objective"], weights) for t in other["trials"]]
+                iv = sd.ratio_interval(mine, theirs, higher)
+                verdicts.append(sd.is_clear(iv, p["min_gain"]))
+                evidence.append({"against": other["arm"]["key"], "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"]})
+            clear = bool(verdicts) and all(verdicts)
+        except sd.SpecDecisionError as exc:
+            evidence.append({"error": str(exc)})
+    return {"clear": clear, "trials_done": len(done), "evidence": evidence}
+
+
+def finish(p, check_mode):
+    state = load_state(p["state_file"])
+    if state is None or p["arm_key"] not in state["arms"]:
+        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm_key"], p["state_file"]))
+    entry = state["arms"][p["arm_key"]]
+    entry["failed"] = p["failed"]
+    entry["done"] = not p["failed"]
+    entry["finished"] = _utcnow()
+    entry["duration_s"] = p["duration_s"]
+    entry["verification"] = p["verification"]
+    state["decision"] = None     # a new measurement invalidates an earlier decision
+    if not check_mode:
+        save_state(p["state_file"], state)
+    return {"status": arm_status(entry), "trials_done": len([t for t in entry["trials"] if t])}
+
+
+def accept_lengths(results):
+    """Per arm key: {concurrency: mean accept length over trials} (None without speculation)."""
+    out = {}
+    for res in results:
+        per = {}
+        for trial in res["trials"]:
+            for rec in trial:
+                conc = rec.get("max_concurrency")
+                value = rec.get("accept_length")
+                if conc is None or not isinstance(value, (int, float)):
+                    continue
+                per.setdefault(int(conc), []).append(float(value))
+        out[res["arm"]["key"]] = dict((c, sum(v) / len(v)) for c, v in sorted(per.items()))
+    return out
+
+
+def _fmt_iv(iv):
+    if iv.get("low") is None:
+        return "%.3f (one trial: no interval)" % iv["speedup"]
+    return "%.3f [%.3f, %.3f]" % (iv["speedup"], iv["low"], iv["high"])
+
+
+def decision_markdown(title, decision, state):
+    d = decision
+    lines = ["# %s" % title, "", "Decided %s. Objective: **%s** (%s, %s is better) weighted over concurrency %s%s." % (
+        d["time"], d["objective"], d["metric"], "higher" if d["higher_is_better"] else "lower",
+        ", ".join("%s x %s" % (k, ("%.3g" % v)) for k, v in d["weights"].items()),
+        (", min gain %.1f %%" % (100 * d["min_gain"])) if d["min_gain"] else ""), "",
+        "**Winner: `%s`** (%s)." % (d["winner_name"], d["winner"]), "", "Basis: %s." % d["basis"], "",
+        "| arm | trials | mean %s | sd | vs %s (95 %% interval) | best / arm (95 %% interval) | accept length by concurrency |" % (
+            d["unit"], d["baseline"]),
+        "|---|---:|---:|---:|---|---|---|"]
+    for a in d["arms"]:
+        acc = d["accept_length"].get(a["key"]) or {}
+        lines.append("| %s%s | %d | %.4g | %.3g | %s | %s | %s |" % (
+            a["key"], " **(winner)**" if a["key"] == d["winner"] else "", a["n"], a["mean"], a["sd"], _fmt_iv(a["vs_baseline"]),
+            _fmt_iv(a["vs_best"]), ", ".join("%s: %.2f" % (c, v) for c, v in acc.items()) or "-"))
+    lines += ["", "## Speedup over `%s` by concurrency (%s)" % (d["baseline"], d["metric"]), "",
+              "| arm | " + " | ".join("c=%s" % r["concurrency"] for r in d["speedup_table"].get(d["baseline"], [])) + " |",
+              "|---|" + "---|" * len(d["speedup_table"].get(d["baseline"], []))]
+    for key, rows in d["speedup_table"].items():
+        cells = []
+        for r in rows:
+            cells.append("%.3f" % r["speedup"] if r["low"] is None else "%.3f [%.3f, %.3f]" % (r["speedup"], r["low"], r["high"]))
+        lines.append("| %s | %s |" % (key, " | ".join(cells)))
+    failed = [(k, e["failed"]) for k, e in state["arms"].items() if e.get("failed")]
+    if failed or d["problems"]:
+        lines += ["", "## Left out", ""] + ["- `%s`: %s" % (k, why) for k, why in failed] + ["- %s" % x for x in d["problems"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot_speedup(path, title, table, baseline):
+    """speedup.png: one line per arm, 95 % band shaded; raises ImportError without matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    try:
+        for key, rows in table.items():
+            if not rows:
+                continue
+            xs = [r["concurrency"] for r in rows]
+            line, = ax.plot(xs, [r["speedup"] for r in rows], marker="o", label=key)
+            if all(r["low"] is not None for r in rows):
+                ax.fill_between(xs, [r["low"] for r in rows], [r["high"] for r in rows], alpha=0.2, color=line.get_color())
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("speedup over %s (95 %% band)" % baseline)
+        ax.set_title(title)
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        fig.savefig(path, format="png", metadata={"Software": None})
+    finally:
+        plt.close(fig)
+
+
+def decide(p, check_mode):
+    state = load_state(p["state_file"])
+    if state is None:
+        raise ValueError("no state file %s; run action=plan first" % p["state_file"])
+    weights = _weights(p)
+    if not weights:
+        raise ValueError("weights is empty: give the target concurrency ({\"32\": 1}) or a production distribution")
+    results = _results(state)
+    decision = sd.decide(results, p["objective"], weights, p["min_gain"])
+    previous = state.get("decision") or {}
+    same = previous.get("winner") == decision["winner"] and previous.get("weights") == decision["weights"] \
+        and previous.get("objective") == decision["objective"]
+    decision["time"] = previous.get("time") if same and previous.get("time") else _utcnow()
+    decision["speedup_table"] = sd.speedup_table(results, decision["baseline"], p["objective"])
+    decision["accept_length"] = dict((k, dict((str(c), v) for c, v in per.items())) for k, per in accept_lengths(results).items())
+    decision["fingerprint"] = state.get("fingerprint", {})
+    winner = next(r["arm"] for r in results if r["arm"]["key"] == decision["winner"])
+    winner_vars = dict(("sglang_server_" + k, winner[k]) for k in sd.ARM_KEYS[1:])
+    md = decision_markdown(p["title"], decision, state)
+    files = []
+    if not check_mode:
+        state["decision"] = {"winner": decision["winner"], "weights": decision["weights"], "objective": decision["objective"],
+                             "time": decision["time"]}
+        save_state(p["state_file"], state)
+        if p["report_dir"]:
+            if not os.path.isdir(p["report_dir"]):
+                os.makedirs(p["report_dir"])
+            out = dict(decision, winner_arm=winner, winner_vars=winner_vars)
+            for name, text in (("decision.json", json.dumps(out, indent=1, sort_keys=True) + "\n"), ("decision.md", md)):
+                with open(os.path.join(p["report_dir"], name), "w") as fh:
+                    fh.write(text)
+                files.append(os.path.join(p["report_dir"], name))
+            if p["plots"]:
+                png = os.path.join(p["report_dir"], "speedup.png")
+                plot_speedup(png, "%s: speedup over %s" % (p["title"], decision["baseline"]), decision["speedup_table"], decision["baseline"])
+                files.append(png)
+    return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type="str", required=True, choices=["plan", "record", "finish", "decide"]),
+            state_file=dict(type="path", required=True),
+            arms=dict(type="list", elements="dict", default=[]),
+            default_algorithm=dict(type="str", default="NEXTN"),
+            running=dict(type="dict", default={}),
+            fingerprint=dict(type="dict", default={}),
+            fresh=dict(type="bool", default=False),
+            trials=dict(type="int", default=3),
+            min_trials=dict(type="int", default=2),
+            arm_key=dict(type="str"),
+            trial=dict(type="int"),
+            records=dict(type="list", elements="dict", default=[]),
+            failed=dict(type="str", default=""),
+            verification=dict(type="dict", default={}),
+            duration_s=dict(type="float"),
+            objective=dict(type="str", default="throughput", choices=["throughput", "goodput", "tpot"]),
+            weights=dict(type="dict", default={}),
+            min_gain=dict(type="float", default=0.0),
+            report_dir=dict(type="path"),
+            plots=dict(type="bool", default=True),
+            title=dict(type="str", default="Speculative decoding tuning"),
+        ),
+        required_if=[("action", "record", ["arm_key", "trial"]), ("action", "finish", ["arm_key"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["trials"] < 1 or p["min_trials"] < 2:
+        module.fail_json(msg="trials=%s must be >= 1 and min_trials=%s >= 2 (an interval needs two trials)" % (p["trials"], p["min_trials"]))
+    started = time.time()
+    try:
+        handler = {"plan": plan, "record": record, "finish": finish, "decide": decide}[p["action"]]
+        result = handler(p, module.check_mode)
+    except (ValueError, sd.SpecDecisionError) as exc:
+        module.fail_json(msg="spec_tune %s: %s" % (p["action"], exc))
+    except ImportError as exc:
+        module.fail_json(msg="spec_tune decide: cannot draw speedup.png (%s). Fix: install matplotlib for the controller's Python "
+                             "or set spec_tune_plots=false." % exc)
+    result.setdefault("arms", [])
+    result.setdefault("pending", [])
+    result.setdefault("eta_s", None)
+    result.setdefault("clear", False)
+    result.setdefault("trials_done", 0)
+    result.setdefault("decision", {})
+    result.setdefault("winner", {})
+    result.setdefault("winner_vars", {})
+    result.setdefault("files", [])
+    result.setdefault("markdown", "")
+    result["elapsed_s"] = round(time.time() - started, 3)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
