@@ -307,7 +307,8 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0):
     best/arm reaches down to ``1 + min_gain``) is chosen: with "no significant difference" the simpler arm stays.
 
     :returns: dict ``winner`` (arm key), ``winner_name``, ``best`` (key of the best mean), ``significant`` (bool: the
-        winner is the best arm and beats every simpler arm significantly), ``no_significant_difference`` (the opposite),
+        winner's speedup over every other arm has a 95 % interval clear of 1), ``no_significant_difference`` (the
+        opposite), ``ties`` (the arms whose interval against the winner reaches 1: key, speedup, low, high),
         ``basis`` (sentence), ``objective``, ``unit``, ``higher_is_better``,
         ``weights``, ``arms`` (per arm: key, name, values, mean, sd, n, ``vs_best`` interval, ``vs_baseline`` interval
         against the simplest arm), ``baseline`` (key of the simplest arm).
@@ -345,25 +346,41 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0):
         if iv["low"] is None or iv["low"] <= 1.0 + min_gain:
             winner = r
             break
-    significant = winner is best
-    simpler = [r for r in rows if simplicity(r["arm"]) < simplicity(best["arm"])]
-    if winner is best and simpler:
-        basis = ("%s has the best %s (%.4g %s) and beats every simpler arm significantly (lowest 95 %% bound of its speedup "
-                 "over them: %.3f)" % (best["key"], objective, best["mean"], unit, min(r["vs_best"]["low"] for r in simpler)))
-    elif winner is best:
-        basis = "%s is the simplest arm and has the best %s (%.4g %s)" % (best["key"], objective, best["mean"], unit)
-    else:
+    ties = []
+    for r in rows:
+        if r is winner:
+            continue
+        iv = ratio_interval(winner["values"], r["values"], higher)
+        if not is_clear(iv, min_gain):
+            ties.append({"key": r["key"], "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"]})
+
+    def fmt(iv):
+        return "[%.3f, %.3f]" % (iv["low"], iv["high"]) if iv["low"] is not None else "unknown (one trial)"
+    simpler = [r for r in rows if simplicity(r["arm"]) < simplicity(winner["arm"])]
+    if winner is not best:
         iv = winner["vs_best"]
         basis = ("no significant difference: %s (best mean %.4g %s) over %s is %.3f, 95 %% interval %s, which reaches %.3f; "
-                 "the simpler arm %s is kept" % (best["key"], best["mean"], unit, winner["key"], iv["speedup"],
-                                                 "[%.3f, %.3f]" % (iv["low"], iv["high"]) if iv["low"] is not None else "unknown (one trial)",
+                 "the simpler arm %s is kept" % (best["key"], best["mean"], unit, winner["key"], iv["speedup"], fmt(iv),
                                                  1.0 + min_gain, winner["key"]))
+    elif ties:
+        basis = ("no significant difference: %s has the best %s (%.4g %s) but its speedup over %s has the 95 %% interval(s) %s, "
+                 "which reach 1; %s is kept as the simplest of them"
+                 % (winner["key"], objective, winner["mean"], unit, ", ".join(t["key"] for t in ties),
+                    ", ".join(fmt(t) for t in ties), winner["key"]))
+    elif simpler:
+        basis = ("%s has the best %s (%.4g %s) and beats every other arm significantly (lowest 95 %% bound of its speedup "
+                 "over the simpler arms: %.3f)" % (winner["key"], objective, winner["mean"], unit, min(r["vs_best"]["low"] for r in simpler)))
+    elif len(rows) > 1:
+        basis = "%s is the simplest arm, has the best %s (%.4g %s) and beats every other arm significantly" % (
+            winner["key"], objective, winner["mean"], unit)
+    else:
+        basis = "%s is the only arm measured" % winner["key"]
     arms_out = []
     for r in rows:
         arms_out.append({"key": r["key"], "name": r["name"], "values": r["values"], "mean": r["mean"], "sd": r["sd"], "n": r["n"],
                          "vs_best": r["vs_best"], "vs_baseline": r["vs_baseline"]})
     return {"winner": winner["key"], "winner_name": winner["name"], "best": best["key"], "baseline": baseline["key"],
-            "significant": significant, "no_significant_difference": winner is not best, "basis": basis, "objective": objective,
+            "significant": not ties, "no_significant_difference": bool(ties), "ties": ties, "basis": basis, "objective": objective,
             "metric": metric, "unit": unit, "higher_is_better": higher, "weights": {str(k): v for k, v in sorted(weights.items())},
             "min_gain": min_gain, "arms": arms_out, "problems": problems}
 

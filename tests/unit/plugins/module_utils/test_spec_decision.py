@@ -146,7 +146,7 @@ def test_decide_significant_winner():
     off_row = next(a for a in d["arms"] if a["key"] == "off")
     assert off_row["vs_best"]["low"] == pytest.approx(1.270215, abs=5e-6)
     assert off_row["vs_best"]["df"] == pytest.approx(3.7531, abs=1e-3)
-    assert "beats every simpler arm significantly" in d["basis"]
+    assert "beats every other arm significantly" in d["basis"] and d["ties"] == []
 
 
 def test_decide_no_significant_difference_keeps_the_simpler_arm():
@@ -155,7 +155,12 @@ def test_decide_no_significant_difference_keeps_the_simpler_arm():
                   "throughput", {8: 1})
     assert d["best"] == "NEXTN-s1-k1-d2"          # mean 100.1667 > 100
     assert d["winner"] == "off" and d["no_significant_difference"] and not d["significant"]
-    assert d["basis"].startswith("no significant difference")
+    assert d["basis"].startswith("no significant difference") and d["ties"][0]["key"] == "NEXTN-s1-k1-d2"
+    # the simpler arm ahead on the mean but within the noise: kept, and still "no significant difference"
+    d = sd.decide([{"arm": S1, "trials": trials([99, 101, 99.5])}, {"arm": OFF, "trials": trials([100, 102, 98])}],
+                  "throughput", {8: 1})
+    assert d["best"] == "off" and d["winner"] == "off" and d["no_significant_difference"]
+    assert "is kept as the simplest of them" in d["basis"]
 
 
 def test_decide_min_gain_and_simpler_draft_kept():
@@ -164,6 +169,7 @@ def test_decide_min_gain_and_simpler_draft_kept():
                {"arm": S3, "trials": trials([132.6, 136, 129.2])}]
     d = sd.decide(results, "throughput", {8: 1})
     assert d["best"] == "NEXTN-s3-k1-d4" and d["winner"] == "NEXTN-s1-k1-d2"
+    assert [t["key"] for t in d["ties"]] == ["NEXTN-s3-k1-d4"]     # off is beaten clearly, s3 is a tie
     # with a demanded gain of 50 % even a clear 30 % win is not enough: off stays
     d = sd.decide(results, "throughput", {8: 1}, min_gain=0.5)
     assert d["winner"] == "off"
