@@ -23,7 +23,8 @@ description:
     remaining trials can be skipped.
   - O(action=finish) marks an arm finished (or failed, with the reason) and stores its duration and verification.
   - O(action=decide) takes the decision over the finished arms (see C(spec_decision.decide)) and writes
-    C(decision.json), C(decision.md) and, with O(plots), C(speedup.png) (speedup over the simplest arm versus
+    C(decision.json), C(decision.md), C(winner_vars.json) (the winner as C(sglang_server_speculative_*) variables, for
+    C(-e @winner_vars.json) or the inventory) and, with O(plots), C(speedup.png) (speedup over the simplest arm versus
     concurrency, one line per arm with its 95 % band) into O(report_dir).
   - The state file is rewritten atomically after every call, so an interrupted tuning loses at most the trial that was
     running.
@@ -491,7 +492,8 @@ def decide(p, check_mode):
             if not os.path.isdir(p["report_dir"]):
                 os.makedirs(p["report_dir"])
             out = dict(decision, winner_arm=winner, winner_vars=winner_vars)
-            for name, text in (("decision.json", json.dumps(out, indent=1, sort_keys=True) + "\n"), ("decision.md", md)):
+            for name, text in (("decision.json", json.dumps(out, indent=1, sort_keys=True) + "\n"), ("decision.md", md),
+                               ("winner_vars.json", json.dumps(winner_vars, indent=1, sort_keys=True) + "\n")):
                 with open(os.path.join(p["report_dir"], name), "w") as fh:
                     fh.write(text)
                 files.append(os.path.join(p["report_dir"], name))

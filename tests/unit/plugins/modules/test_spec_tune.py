@@ -62,7 +62,7 @@ def test_plan_resume_early_stop_and_decision(capsys, tmp_path):
     assert out["decision"]["winner"] == "NEXTN-s3-k1-d4" and out["decision"]["significant"]
     assert out["winner_vars"]["sglang_server_speculative_num_draft_tokens"] == 4
     assert out["decision"]["accept_length"]["NEXTN-s3-k1-d4"] == {"1": 4.0, "32": 4.0}
-    assert sorted(p.name for p in report.iterdir()) == ["decision.json", "decision.md"]
+    assert sorted(p.name for p in report.iterdir()) == ["decision.json", "decision.md", "winner_vars.json"]
     saved = json.loads((report / "decision.json").read_text())
     assert saved["winner"] == "NEXTN-s3-k1-d4" and saved["winner_arm"]["speculative_num_steps"] == 3
     assert "**Winner: `NEXTN-s3-k1-d4`**" in out["markdown"]
