@@ -18,8 +18,8 @@ description:
     or creates the state file and returns the arms still to run with their finished trials, and an ETA from the arms
     measured so far. A state file written for another setup (host, SGLang version, levels, objective, workload, ...) is
     refused, never mixed in.
-  - O(action=record) stores one trial's serving_benchmark records for one arm and says whether the answer is already
-    clear (O(min_trials) reached and the 95 % interval of the speedup against every finished arm excludes 1), so the
+  - O(action=record) stores one trial's serving_benchmark records for one arm and says (C(early_stop)) whether the answer
+    is already clear (O(min_trials) reached and the 95 % interval of the speedup against every finished arm excludes 1), so the
     remaining trials can be skipped.
   - O(action=finish) marks an arm finished (or failed, with the reason) and stores its duration and verification.
   - O(action=decide) takes the decision over the finished arms (see C(spec_decision.decide)) and writes
@@ -179,7 +179,7 @@ eta_s:
   description: (plan) seconds the pending arms should take, from the mean duration of the finished arms; null before one finished.
   returned: always
   type: float
-clear:
+early_stop:
   description: (record) true when more trials of this arm would not change its comparison with any finished arm.
   returned: always
   type: bool
@@ -368,7 +368,7 @@ def record(p, check_mode):
             clear = bool(verdicts) and all(verdicts)
         except sd.SpecDecisionError as exc:
             evidence.append({"error": str(exc)})
-    return {"clear": clear, "trials_done": len(done), "evidence": evidence}
+    return {"early_stop": clear, "trials_done": len(done), "evidence": evidence}
 
 
 def finish(p, check_mode):
@@ -547,7 +547,7 @@ def main():
     result.setdefault("arms", [])
     result.setdefault("pending", [])
     result.setdefault("eta_s", None)
-    result.setdefault("clear", False)
+    result.setdefault("early_stop", False)
     result.setdefault("trials_done", 0)
     result.setdefault("decision", {})
     result.setdefault("winner", {})

@@ -79,7 +79,7 @@ def tune(sglang_sim, state_file, arms, levels, out_len, weights, env=None, trial
             out = spec_tune.record(params(state_file, arm_key=arm["key"], trial=trial, records=records, weights=weights,
                                           min_gain=min_gain), False)
             trials_run[arm["key"]] = trial
-            if out["clear"]:
+            if out["early_stop"]:
                 break
         srv.stop()
         spec_tune.finish(params(state_file, arm_key=arm["key"], duration_s=1.0), False)
