@@ -77,8 +77,8 @@ options:
     description: Trials before an arm may stop early (>= 2, an interval needs two).
     type: int
     default: 2
-  arm_key:
-    description: The arm of O(action=record) / O(action=finish) (the C(key) that O(action=plan) returned).
+  arm:
+    description: The arm of O(action=record) and O(action=finish), the C(key) that O(action=plan) returned.
     type: str
   trial:
     description: Number of the trial being recorded (1-based); a trial already recorded is replaced.
@@ -339,11 +339,11 @@ def _results(state, only_done=True):
 
 def record(p, check_mode):
     state = load_state(p["state_file"])
-    if state is None or p["arm_key"] not in state["arms"]:
-        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm_key"], p["state_file"]))
+    if state is None or p["arm"] not in state["arms"]:
+        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm"], p["state_file"]))
     if not p["trial"] or p["trial"] < 1:
         raise ValueError("trial=%r: give the 1-based trial number" % (p["trial"],))
-    entry = state["arms"][p["arm_key"]]
+    entry = state["arms"][p["arm"]]
     trials = entry["trials"]
     while len(trials) < p["trial"]:
         trials.append(None)
@@ -358,7 +358,7 @@ def record(p, check_mode):
         higher = sd.OBJECTIVE_METRIC[p["objective"]][1]
         try:
             mine = [sd.objective_value(t, p["objective"], weights) for t in done]
-            others = [r for r in _results(state) if r["arm"]["key"] != p["arm_key"]]
+            others = [r for r in _results(state) if r["arm"]["key"] != p["arm"]]
             verdicts = []
             for other in others:
                 theirs = [sd.objective_value(t, p["objective"], weights) for t in other["trials"]]
@@ -373,9 +373,9 @@ def record(p, check_mode):
 
 def finish(p, check_mode):
     state = load_state(p["state_file"])
-    if state is None or p["arm_key"] not in state["arms"]:
-        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm_key"], p["state_file"]))
-    entry = state["arms"][p["arm_key"]]
+    if state is None or p["arm"] not in state["arms"]:
+        raise ValueError("arm %r is not in the state file %s; run action=plan first" % (p["arm"], p["state_file"]))
+    entry = state["arms"][p["arm"]]
     entry["failed"] = p["failed"]
     entry["done"] = not p["failed"]
     entry["finished"] = _utcnow()
@@ -516,7 +516,7 @@ def main():
             fresh=dict(type="bool", default=False),
             trials=dict(type="int", default=3),
             min_trials=dict(type="int", default=2),
-            arm_key=dict(type="str"),
+            arm=dict(type="str"),
             trial=dict(type="int"),
             records=dict(type="list", elements="dict", default=[]),
             failed=dict(type="str", default=""),
@@ -529,7 +529,7 @@ def main():
             plots=dict(type="bool", default=True),
             title=dict(type="str", default="Speculative decoding tuning"),
         ),
-        required_if=[("action", "record", ["arm_key", "trial"]), ("action", "finish", ["arm_key"])],
+        required_if=[("action", "record", ["arm", "trial"]), ("action", "finish", ["arm"])],
         supports_check_mode=True,
     )
     p = module.params

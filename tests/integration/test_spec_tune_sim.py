@@ -61,7 +61,7 @@ def sweep(url, levels, out_len, seed):
 
 def params(state_file, **kw):
     p = {"state_file": state_file, "arms": [], "default_algorithm": "NEXTN", "running": {}, "fingerprint": {"levels": [1, 64]},
-         "fresh": False, "trials": 3, "min_trials": 2, "arm_key": None, "trial": None, "records": [], "failed": "",
+         "fresh": False, "trials": 3, "min_trials": 2, "arm": None, "trial": None, "records": [], "failed": "",
          "verification": {}, "duration_s": None, "objective": "throughput", "weights": {}, "min_gain": 0.0, "report_dir": None,
          "plots": False, "title": "t"}
     p.update(kw)
@@ -76,13 +76,13 @@ def tune(sglang_sim, state_file, arms, levels, out_len, weights, env=None, trial
         srv = sglang_sim(launch_args(arm), env=(env or {}).get(arm["key"]))
         for trial in range(arm["trials_done"] + 1, trials + 1):
             records = sweep(srv.url, levels, out_len, seed=1000 * trial)
-            out = spec_tune.record(params(state_file, arm_key=arm["key"], trial=trial, records=records, weights=weights,
+            out = spec_tune.record(params(state_file, arm=arm["key"], trial=trial, records=records, weights=weights,
                                           min_gain=min_gain), False)
             trials_run[arm["key"]] = trial
             if out["early_stop"]:
                 break
         srv.stop()
-        spec_tune.finish(params(state_file, arm_key=arm["key"], duration_s=1.0), False)
+        spec_tune.finish(params(state_file, arm=arm["key"], duration_s=1.0), False)
     return trials_run
 
 

@@ -41,22 +41,22 @@ def test_plan_resume_early_stop_and_decision(capsys, tmp_path):
     rec = dict(base, action="record", objective="throughput", weights=w)
     # first arm: no finished arm to compare with -> never clear
     for t, (a, b) in enumerate([(135, 1840), (134, 1838), (136, 1839)], 1):
-        out = run(capsys, dict(rec, arm_key="NEXTN-s1-k1-d2", trial=t, records=recs(a, b, 2.0)))
+        out = run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=t, records=recs(a, b, 2.0)))
         assert out["early_stop"] is False and out["trials_done"] == t
-    run(capsys, dict(base, action="finish", arm_key="NEXTN-s1-k1-d2", duration_s=100.0))
+    run(capsys, dict(base, action="finish", arm="NEXTN-s1-k1-d2", duration_s=100.0))
     # second arm (off): after 2 trials at 110 vs 134-136 the interval is far below 1 -> clear, skip trial 3
-    run(capsys, dict(rec, arm_key="off", trial=1, records=recs(110, 1900)))
-    out = run(capsys, dict(rec, arm_key="off", trial=2, records=recs(110.5, 1901)))
+    run(capsys, dict(rec, arm="off", trial=1, records=recs(110, 1900)))
+    out = run(capsys, dict(rec, arm="off", trial=2, records=recs(110.5, 1901)))
     assert out["early_stop"] is True and out["evidence"][0]["against"] == "NEXTN-s1-k1-d2"
     assert out["evidence"][0]["high"] < 1.0
-    run(capsys, dict(base, action="finish", arm_key="off", duration_s=60.0))
+    run(capsys, dict(base, action="finish", arm="off", duration_s=60.0))
     # third arm interrupted after one trial: a new plan resumes it, finished arms are not run again
-    run(capsys, dict(rec, arm_key="NEXTN-s3-k1-d4", trial=1, records=recs(215, 2030, 4.0)))
+    run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=1, records=recs(215, 2030, 4.0)))
     plan = run(capsys, dict(base, action="plan", arms=ARMS, running=running))
     assert [(a["key"], a["status"], a["trials_done"]) for a in plan["pending"]] == [("NEXTN-s3-k1-d4", "partial", 1)]
     assert plan["eta_s"] == pytest.approx(80.0)   # mean of 100 s and 60 s, one arm left
-    run(capsys, dict(rec, arm_key="NEXTN-s3-k1-d4", trial=2, records=recs(214, 2028, 4.0)))
-    run(capsys, dict(base, action="finish", arm_key="NEXTN-s3-k1-d4", duration_s=90.0))
+    run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=2, records=recs(214, 2028, 4.0)))
+    run(capsys, dict(base, action="finish", arm="NEXTN-s3-k1-d4", duration_s=90.0))
     report = tmp_path / "report"
     out = run(capsys, dict(base, action="decide", weights=w, report_dir=str(report), plots=False))
     assert out["decision"]["winner"] == "NEXTN-s3-k1-d4" and out["decision"]["significant"]
