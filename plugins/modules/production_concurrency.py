@@ -195,7 +195,8 @@ def sample_metrics(module, url, duration, interval, timeout):
             qt = _histogram_sum_count(parsed, "sglang:queue_time_seconds")
             first = first or qt
             last = qt
-        except Exception as exc:    # pylint: disable=broad-except  (any network or parse error is reported, not raised)
+        # any network or parse error is reported, not raised
+        except Exception as exc:    # pylint: disable=broad-except
             errors.append(str(exc))
             if len(errors) >= 3 and not samples:
                 module.fail_json(msg="cannot read %s/metrics (%s). Fix: start the server with --enable-metrics "

@@ -288,10 +288,10 @@ def plan(p, check_mode):
     if state is not None:
         diff = fingerprint_diff(state.get("fingerprint", {}), p["fingerprint"])
         if diff:
+            changes = "; ".join("%s was %r, now %r" % (k, state["fingerprint"].get(k), p["fingerprint"].get(k)) for k in diff)
             raise ValueError("state file %s belongs to another tuning setup: %s differ (%s). Its measurements cannot be mixed with "
                              "this run's. Fix: restore the setup, use another spec_tune_run_id, or start over with spec_tune_fresh=true."
-                             % (path, ", ".join(diff), "; ".join("%s was %r, now %r" % (k, state["fingerprint"].get(k), p["fingerprint"].get(k))
-                                                               for k in diff)))
+                             % (path, ", ".join(diff), changes))
     else:
         state = {"version": STATE_VERSION, "fingerprint": p["fingerprint"], "created": _utcnow(), "arms": {}, "decision": None}
     out = []
