@@ -8,8 +8,8 @@ Standard library only (it runs in modules on the controller). Pieces:
 * arms: :func:`normalize_arm` (one speculative configuration: off, NEXTN/EAGLE/EAGLE3 chain or tree,
   a separate draft model), :func:`default_grid`, :func:`arm_key`, :func:`simplicity`, :func:`order_arms`;
 * per-trial objective values from serving_benchmark records (:func:`objective_value`): output throughput
-  (tok/s, higher is better), goodput (req/s meeting the TTFT and TPOT SLOs, the record's
-  ``request_goodput`` as SGLang 0.5.9 ``bench_serving --goodput`` writes it) or median TPOT (ms, lower is
+  (tok/s, higher is better), goodput (req/s of requests meeting every set SLO, the record's
+  ``goodput`` that serving_benchmark computes with ``sglang_benchmark_slo_ttft_ms`` / ``_tpot_ms``, vLLM ``--goodput`` semantics) or median TPOT (ms, lower is
   better), at one concurrency or weighted over a concurrency distribution;
 * :func:`ratio_interval`: speedup of one arm over another with a 95 % interval (Welch t on the log of the
   ratio of the means, delta method), and :func:`is_clear` for stopping trials early;
@@ -34,7 +34,7 @@ OBJECTIVES = ("throughput", "goodput", "tpot")
 #: objective -> (record key, True when higher is better, unit)
 OBJECTIVE_METRIC = {
     "throughput": ("output_throughput", True, "tok/s"),
-    "goodput": ("request_goodput", True, "req/s"),
+    "goodput": ("goodput", True, "req/s"),
     "tpot": ("median_tpot_ms", False, "ms"),
 }
 ARM_KEYS = ("name", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
@@ -253,7 +253,7 @@ def objective_value(records, objective="throughput", weights=None):
     ``records``: serving_benchmark records (one per concurrency level, ``max_concurrency`` set). ``weights``: dict
     concurrency -> weight (> 0), e.g. ``{32: 1}`` for one target, or a production distribution
     (:func:`distribution_weights`). The value is ``sum(w * metric) / sum(w)`` over the weighted levels.
-    Metrics: ``output_throughput`` (tok/s), ``request_goodput`` (req/s; SGLang bench_serving ``--goodput``),
+    Metrics: ``output_throughput`` (tok/s), ``goodput`` (req/s meeting the SLOs; serving_benchmark with SLOs set),
     ``median_tpot_ms`` (ms).
 
     :raises SpecDecisionError: unknown objective, a weighted level missing from the records or without the metric,
@@ -276,7 +276,7 @@ def objective_value(records, objective="throughput", weights=None):
                                     % (conc, rec["failed"], metric))
         value = rec.get(metric)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            hint = " (run the benchmark with TTFT/TPOT SLOs so it reports goodput)" if objective == "goodput" else ""
+            hint = " (set sglang_benchmark_slo_ttft_ms / sglang_benchmark_slo_tpot_ms so the benchmark computes goodput)" if objective == "goodput" else ""
             raise SpecDecisionError("concurrency %s: the record has no positive %s (%r)%s." % (conc, metric, value, hint))
         total += weight * value
         wsum += weight

@@ -100,8 +100,8 @@ options:
     description: With O(action=finish), seconds the arm took (restart, verification, trials), for the ETA.
     type: float
   objective:
-    description: C(throughput) (output tok/s), C(goodput) (req/s meeting the TTFT and TPOT SLOs, the records'
-      C(request_goodput)) or C(tpot) (median TPOT, ms, lower is better).
+    description: C(throughput) (output tok/s), C(goodput) (req/s meeting the SLOs, the records'
+      C(goodput), set by serving_benchmark when SLOs are given) or C(tpot) (median TPOT, ms, lower is better).
     type: str
     choices: [throughput, goodput, tpot]
     default: throughput

@@ -10,7 +10,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.spec_decision import
 def rec(conc, tput, tpot=10.0, failed=0, goodput=None):
     r = {"max_concurrency": conc, "output_throughput": tput, "median_tpot_ms": tpot, "failed": failed}
     if goodput is not None:
-        r["request_goodput"] = goodput
+        r["goodput"] = goodput
     return r
 
 
@@ -122,7 +122,7 @@ def test_objective_value_weighted_and_errors():
     assert sd.objective_value(records, "tpot", {1: 1}) == 9.0
     with pytest.raises(SpecDecisionError, match="concurrency 8 has weight 1 but was not measured"):
         sd.objective_value(records, "throughput", {8: 1})
-    with pytest.raises(SpecDecisionError, match="request_goodput"):
+    with pytest.raises(SpecDecisionError, match="goodput"):
         sd.objective_value(records, "goodput", {1: 1})
     assert sd.objective_value([rec(4, 400, goodput=2.5)], "goodput", {4: 1}) == 2.5
     with pytest.raises(SpecDecisionError, match="2 failed request"):
