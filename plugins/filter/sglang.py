@@ -11,6 +11,16 @@
 * ``launch | llmops.sglang.sglang_container_argv(name, image, engine=..., gpu_mode=..., ...)`` -> podman/docker run argv
 * ``ansible_facts | llmops.sglang.sglang_context(nccl_p2p_decision, in_container)`` -> the renderer's context
 
+Destination checks and quoting (``plugins/module_utils/sglang_dest.py``), used by the role's templates and by
+``tasks/validate.yml`` before any change:
+
+* ``value | llmops.sglang.sglang_unit_value(variable)`` -> text for a unit line (no control character, ``%%`` escaped)
+* ``dict | llmops.sglang.sglang_unit_environment(variable)`` -> list of quoted ``"NAME=value"`` words for ``Environment=``
+* ``env | llmops.sglang.sglang_env_file(variable)`` -> lines of a podman/docker ``--env-file``
+* ``secret_env | llmops.sglang.sglang_systemd_env_file(variables)`` -> lines of the 0600 systemd ``EnvironmentFile=``
+* ``image | llmops.sglang.sglang_image_check(force)`` -> ``{domain, path, tag, digest, pinned}``
+* ``vars_dict | llmops.sglang.sglang_server_destinations`` -> checks every sglang_server_* value for its destination
+
 Refusals raise ``AnsibleFilterError`` whose message is the renderer's: variable, value, reason, fix.
 """
 
@@ -18,6 +28,15 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_dest import (
+    DestinationError,
+    env_file,
+    image_reference,
+    server_destinations,
+    systemd_env_file,
+    unit_environment,
+    unit_value,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_args import (
     SGLangArgsError,
     expected_server_args,
@@ -31,7 +50,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_args import (
 def _wrap(func, *args, **kwargs):
     try:
         return func(*args, **kwargs)
-    except SGLangArgsError as exc:
+    except (SGLangArgsError, DestinationError) as exc:
         raise AnsibleFilterError("sglang_server: %s" % exc)
 
 
@@ -75,6 +94,36 @@ def sglang_context(facts, nccl_p2p_decision=None, in_container=True):
             "nccl_p2p_decision": nccl_p2p_decision if isinstance(nccl_p2p_decision, dict) else None}
 
 
+def sglang_unit_value(value, variable):
+    """Text for a systemd unit line (Description=, a comment): control characters refused, ``%`` doubled."""
+    return _wrap(unit_value, value, variable)
+
+
+def sglang_unit_environment(env, variable="sglang_server_unit_environment"):
+    """List of ``"NAME=value"`` words (quoted for systemd Environment=), sorted by name."""
+    return [_wrap(unit_environment, k, (env or {})[k], variable) for k in sorted(env or {})]
+
+
+def sglang_env_file(env, variable="sglang_server_extra_env"):
+    """Lines ``NAME=value`` of a podman/docker --env-file (values literal); refuses control characters."""
+    return _wrap(env_file, env, variable)
+
+
+def sglang_systemd_env_file(env, variables=None):
+    """Lines ``NAME=<quoted>`` of a systemd EnvironmentFile holding secrets; messages are redacted."""
+    return _wrap(systemd_env_file, env, variables)
+
+
+def sglang_image_check(image, force=False, variable="sglang_server_image"):
+    """Parse and check an image reference: ``{domain, path, tag, digest, pinned}``; floating tags refused unless force."""
+    return _wrap(image_reference, image, variable, force)
+
+
+def sglang_server_destinations(values):
+    """Check every sglang_server_* value for its destination (unit, env files, container argv); returns ``{image}``."""
+    return _wrap(server_destinations, values)
+
+
 class FilterModule(object):
     """llmops.sglang filters over the SGLang launch-argument renderer."""
 
@@ -86,4 +135,10 @@ class FilterModule(object):
             "sglang_router_launch": sglang_router_launch,
             "sglang_context": sglang_context,
             "sglang_container_argv": sglang_container_argv,
+            "sglang_unit_value": sglang_unit_value,
+            "sglang_unit_environment": sglang_unit_environment,
+            "sglang_env_file": sglang_env_file,
+            "sglang_systemd_env_file": sglang_systemd_env_file,
+            "sglang_image_check": sglang_image_check,
+            "sglang_server_destinations": sglang_server_destinations,
         }

@@ -40,6 +40,12 @@ from __future__ import annotations
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_cli import check_argv, choices_of
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_dest import (
+    DestinationError,
+    check_argv as dest_check_argv,
+    check_text,
+    image_reference,
+)
 
 PREFIX = "sglang_server_"
 
@@ -256,7 +262,7 @@ def normalize_description(description):
     out = {}
     for raw_key, value in description.items():
         key = raw_key[len(PREFIX):] if str(raw_key).startswith(PREFIX) else str(raw_key)
-        if key in ("version", "image", "engine", "name"):
+        if key in ("version", "version_force", "image", "image_force", "engine", "name"):
             continue
         if key not in OPTIONS:
             raise SGLangArgsError(var(key), value, "unknown server setting",
@@ -385,6 +391,14 @@ def render_launch(description, version=None, context=None):
     if version is None and isinstance(description, dict):
         version = description.get("version", description.get(var("version")))
     profile, version_warnings = version_profile(version)
+    force = isinstance(description, dict) and _coerce("version_force", "bool",
+                                                      description.get("version_force", description.get(var("version_force"), False)) or False)
+    if version_warnings and not force:
+        raise SGLangArgsError(var("version"), version,
+                              "not one of the SGLang versions this collection models (%s): flags renamed or removed since %s would be "
+                              "rendered wrongly and the server would refuse to start" % (", ".join(KNOWN_VERSIONS), profile),
+                              "use one of those versions (and its image), or set sglang_server_version_force: true to render with the %s "
+                              "rules at your own risk" % profile)
     desc = normalize_description(description)
     r = _Render(desc, profile, context)
     r.warnings.extend(version_warnings)
@@ -400,6 +414,7 @@ def render_launch(description, version=None, context=None):
     _render_observability(r)
     extra_start = len(r.argv)
     _render_extra(r, spec)
+    _check_destinations(r)
     check_cli_contract(r.argv[3:], profile, extra_start - 3, r.warnings)
     r.expected = _expected(r, spec)
     return {
@@ -472,6 +487,24 @@ def check_cli_contract(argv, profile, extra_start, warnings):
         key = _RENDERED_FLAGS.get(problem.flag, "version")
         raise SGLangArgsError(var(key), problem.value if problem.value is not None else problem.flag, problem.message,
                               "unset %s for SGLang %s, or use a version that has it" % (var(key), profile))
+
+
+def _check_destinations(r):
+    """Every rendered argv item and environment value must fit its destination (sglang_dest): ExecStart= words and
+    --env-file lines cannot carry a newline; secrets are checked (redacted) when the secret file is rendered."""
+    owners = dict((flag, var(key)) for flag, key in _MANAGED_FLAGS.items())
+    previous = None
+    for item in r.argv:
+        try:
+            check_text(owners.get(previous, var("extra_args")), item, "a systemd ExecStart= command line")
+        except DestinationError as exc:
+            raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
+        previous = item
+    for name, value in r.env.items():
+        try:
+            check_text("%s.%s" % (var("extra_env"), name), value, "the container --env-file")
+        except DestinationError as exc:
+            raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
 
 
 def _check_basics(r):
@@ -1028,7 +1061,12 @@ def systemd_exec(argv):
     """Join an argv list into one ``ExecStart=`` command line (see :func:`systemd_quote`).
 
     Only items rendered by this module as ``${SGLANG_SERVER_API_KEY}`` keep their ``$``.
+    Raises :class:`SGLangArgsError` for an item with a control character (a newline would end ``ExecStart=``).
     """
+    try:
+        dest_check_argv("ExecStart argument", argv)
+    except DestinationError as exc:
+        raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
     return " ".join(systemd_quote(a, allow_env=(a == "${%s}" % API_KEY_ENV)) for a in argv)
 
 
@@ -1061,7 +1099,7 @@ DEFAULT_ULIMITS = ("memlock=-1", "stack=67108864")
 
 def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_mode="cdi", gpus="all", ipc_host=True,
                      shm_size="32g", volumes=None, env_files=None, pass_env=None, network_host=True, ports=None, extra_options=None,
-                     ulimits=None):
+                     ulimits=None, init=True):
     """argv of ``podman|docker run`` that runs the rendered SGLang command in the foreground (for a systemd unit).
 
     :param launch: the dict returned by :func:`render_launch` (its ``argv`` is appended after the image).
@@ -1080,6 +1118,9 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
     :param ulimits: ``--ulimit`` values (``name=soft[:hard]``); default ``memlock=-1`` (pinned host memory for NCCL/CUDA)
         and ``stack=67108864`` (64 MiB), as in SGLang's docker/compose.yaml. Note that giving any ``--ulimit`` replaces
         the engine's default_ulimits, so hosts that cannot raise limits (the sandbox) list nofile/nproc too.
+    :param init: ``--init`` (podman's catatonit / docker's tini as PID 1). SGLang (and the simulator) do not handle SIGTERM
+        while the model loads, and a PID 1 without a handler ignores it, so ``podman stop -t N`` waited the whole N seconds
+        (110 s by default) on every restart of a loading or crash-looping server; the init forwards SIGTERM to SGLang.
     :returns: list of str, starting ``<engine> run --rm --name <name>`` (podman adds ``--log-driver k8s-file``: the
         SGLang log lines reach the unit's journal once, and ``podman logs`` still works).
     :raises SGLangArgsError: naming ``sglang_server_engine`` / ``sglang_server_gpu_mode`` / ``sglang_server_gpus`` /
@@ -1090,8 +1131,10 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
     if gpu_mode not in GPU_MODES:
         raise SGLangArgsError(var("gpu_mode"), gpu_mode, "unknown GPU access mode",
                               "use cdi (--device nvidia.com/gpu=...), gpus (--gpus, Docker with the NVIDIA runtime) or none")
-    if not image or re.search(r"\s", str(image)):
-        raise SGLangArgsError(var("image"), image, "an image reference is required (no spaces)", "e.g. lmsysorg/sglang:v0.5.9-cu130-runtime")
+    try:
+        image_reference(image, var("image"), force=True)  # the grammar; pinning is checked by the role (sglang_server_image_force)
+    except DestinationError as exc:
+        raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", str(name or "")):
         raise SGLangArgsError(var("name"), name, "not a valid container/unit name", "use letters, digits, '.', '_' and '-'")
     argv = [engine_bin or ("/usr/bin/%s" % engine), "run", "--rm", "--name", str(name)]
@@ -1114,6 +1157,8 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         if not re.match(r"^[a-z]+=-?\d+(:-?\d+)?$", str(limit)):
             raise SGLangArgsError(var("ulimits"), limit, "not a ulimit of the form name=soft[:hard]", "e.g. memlock=-1 or stack=67108864")
         argv += ["--ulimit", str(limit)]
+    if init:
+        argv.append("--init")
     indices = None
     if gpus not in (None, "all", ["all"]):
         items = gpus if isinstance(gpus, (list, tuple)) else str(gpus).split(",")
@@ -1136,4 +1181,8 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         argv += ["--env", str(env_name)]
     argv += [str(x) for x in (extra_options or [])]
     argv.append(str(image))
+    try:
+        dest_check_argv("sglang_server_container_options / volumes / env_files", argv)
+    except DestinationError as exc:
+        raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
     return argv + list(launch["argv"])

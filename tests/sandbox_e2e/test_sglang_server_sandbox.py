@@ -330,4 +330,4 @@ def test_fleet_rendering_docker_engine_unit(tmp_path):
     assert "+ExecStartPre=/usr/bin/docker pull lmsysorg/sglang:v0.5.9-cu130-runtime" in out
     single = [line for line in out.splitlines() if line.startswith("+ExecStart=") and "launch_server" in line and "--node-rank" not in line]
     assert single and single[0].startswith("+ExecStart=/usr/bin/docker run --rm --name sglang-server --network host --shm-size 32g "
-                                           "--ulimit memlock=-1 --ulimit stack=67108864 --gpus all ")
+                                           "--ulimit memlock=-1 --ulimit stack=67108864 --init --gpus all ")

@@ -170,8 +170,14 @@ def test_unknown_version_string_refused():
     assert "Fix:" in str(err)
 
 
-def test_intermediate_version_uses_older_profile_with_warning():
-    out = render(version="0.5.12.post1")
+def test_intermediate_version_refused_without_force():
+    err = refused(version="0.5.12.post1")
+    assert err.variable == "sglang_server_version" and err.value == "0.5.12.post1"
+    assert "sglang_server_version_force: true" in err.fix and "0.5.10 rules" in err.fix
+
+
+def test_intermediate_version_uses_older_profile_with_warning_when_forced():
+    out = render(version="0.5.12.post1", version_force=True)
     assert out["profile"] == "0.5.10"
     assert "--mamba-scheduler-strategy" in out["argv"]
     assert any("0.5.12.post1" in w and "0.5.10" in w for w in out["warnings"])
@@ -514,7 +520,7 @@ def test_container_podman_cdi_defaults():
                                env_files=["/etc/llmops/nccl.env", "/etc/sglang/sglang-server.env"], pass_env=["HF_TOKEN"])
     assert argv == ["/usr/bin/podman", "run", "--rm", "--name", "sglang-server", "--log-driver", "k8s-file",
                     "--network", "host", "--ipc", "host",
-                    "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
+                    "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "--init",
                     "--device", "nvidia.com/gpu=all", "--security-opt", "label=disable",
                     "-v", "/var/lib/sglang/huggingface:/root/.cache/huggingface", "-v", "/models:/models:ro",
                     "--env-file", "/etc/llmops/nccl.env", "--env-file", "/etc/sglang/sglang-server.env", "--env", "HF_TOKEN",
@@ -525,7 +531,7 @@ def test_container_docker_gpus_subset_shm_and_ports():
     argv = sa.render_container(LAUNCH, "s", "img:1", engine="docker", gpu_mode="gpus", gpus=[0, 1], ipc_host=False,
                                shm_size="32g", network_host=False, ports=["30000:30000"])
     assert argv[:16] == ["/usr/bin/docker", "run", "--rm", "--name", "s", "-p", "30000:30000", "--shm-size", "32g",
-                         "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "--gpus", "device=0,1", "img:1"]
+                         "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "--init", "--gpus", "device=0,1", "img:1"]
 
 
 def test_container_cdi_per_index_and_sandbox_ulimits():
