@@ -530,7 +530,7 @@ def test_container_podman_cdi_defaults():
 def test_container_docker_gpus_subset_shm_and_ports():
     argv = sa.render_container(LAUNCH, "s", "img:1", engine="docker", gpu_mode="gpus", gpus=[0, 1], ipc_host=False,
                                shm_size="32g", network_host=False, ports=["30000:30000"])
-    assert argv[:16] == ["/usr/bin/docker", "run", "--rm", "--name", "s", "-p", "30000:30000", "--shm-size", "32g",
+    assert argv[:17] == ["/usr/bin/docker", "run", "--rm", "--name", "s", "-p", "30000:30000", "--shm-size", "32g",
                          "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "--init", "--gpus", "device=0,1", "img:1"]
 
 
