@@ -20,6 +20,7 @@ Destination checks and quoting (``plugins/module_utils/sglang_dest.py``), used b
 * ``secret_env | llmops.sglang.sglang_systemd_env_file(variables)`` -> lines of the 0600 systemd ``EnvironmentFile=``
 * ``image | llmops.sglang.sglang_image_check(force)`` -> ``{domain, path, tag, digest, pinned}``
 * ``vars_dict | llmops.sglang.sglang_server_destinations`` -> checks every sglang_server_* value for its destination
+* ``gpus | llmops.sglang.sglang_gpu_check(gpu_count, gpu_mode, cdi_devices)`` -> the --device names, checked against the host
 
 Refusals raise ``AnsibleFilterError`` whose message is the renderer's: variable, value, reason, fix.
 """
@@ -30,6 +31,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_dest import (
     DestinationError,
+    check_gpus,
     env_file,
     image_reference,
     server_destinations,
@@ -124,6 +126,11 @@ def sglang_server_destinations(values):
     return _wrap(server_destinations, values)
 
 
+def sglang_gpu_check(gpus, gpu_count=None, gpu_mode="cdi", cdi_devices=None):
+    """Check sglang_server_gpus against gpu_facts' GPU count and the CDI spec; returns the --device names."""
+    return _wrap(check_gpus, gpus, gpu_count, gpu_mode, cdi_devices)
+
+
 class FilterModule(object):
     """llmops.sglang filters over the SGLang launch-argument renderer."""
 
@@ -141,4 +148,5 @@ class FilterModule(object):
             "sglang_systemd_env_file": sglang_systemd_env_file,
             "sglang_image_check": sglang_image_check,
             "sglang_server_destinations": sglang_server_destinations,
+            "sglang_gpu_check": sglang_gpu_check,
         }

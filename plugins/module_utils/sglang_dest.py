@@ -256,3 +256,39 @@ def _truthy(value):
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def check_gpus(gpus, gpu_count=None, gpu_mode="cdi", cdi_devices=None, variable="sglang_server_gpus"):
+    """Check ``sglang_server_gpus`` against the host before the unit changes.
+
+    :param gpus: ``"all"`` or a list of GPU indices (ints or digit strings).
+    :param gpu_count: GPUs gpu_facts found on the host (``ansible_facts.llmops_gpu.gpu_count``), or None (unknown: skipped).
+    :param gpu_mode: ``cdi`` | ``gpus`` | ``none``.
+    :param cdi_devices: device names of the host's CDI specs (``nvidia-ctk cdi list`` stdout lines such as
+        ``nvidia.com/gpu=0``), or None (not read: skipped). Only used with ``gpu_mode == "cdi"``.
+    :returns: the list of ``--device`` names the unit will ask for (``["nvidia.com/gpu=all"]`` or one per index).
+    :raises DestinationError: not a list of indices, a duplicate, an index outside ``0..gpu_count-1``, or a CDI
+        device the spec does not define (podman would fail with "unresolvable CDI devices" after the old server stopped).
+    """
+    indices = None
+    if gpus not in (None, "all", ["all"]):
+        items = gpus if isinstance(gpus, (list, tuple)) else str(gpus).split(",")
+        try:
+            indices = [int(str(i).strip()) for i in items]
+        except ValueError:
+            raise DestinationError(variable, gpus, "must be 'all' or a list of GPU indices", "e.g. [0, 1, 2, 3]")
+        if not indices or len(set(indices)) != len(indices) or min(indices) < 0:
+            raise DestinationError(variable, gpus, "GPU indices must be a non-empty list of distinct indices >= 0", "e.g. [0, 1, 2, 3]")
+        if gpu_count is not None and int(gpu_count) > 0 and max(indices) >= int(gpu_count):
+            raise DestinationError(variable, gpus, "index %d does not exist: gpu_facts found %d GPU(s) on this host (indices 0..%d)"
+                                   % (max(indices), int(gpu_count), int(gpu_count) - 1),
+                                   "use indices 0..%d, or 'all'" % (int(gpu_count) - 1))
+    devices = ["nvidia.com/gpu=%s" % d for d in (["all"] if indices is None else indices)]
+    if gpu_mode == "cdi" and cdi_devices is not None:
+        known = set(str(x).strip() for x in cdi_devices if str(x).strip())
+        missing = [d for d in devices if d not in known]
+        if missing:
+            raise DestinationError(variable, gpus, "the host's CDI spec does not define %s (it defines: %s); podman would refuse to start "
+                                   "the container (unresolvable CDI devices)" % (", ".join(missing), ", ".join(sorted(known)) or "nothing"),
+                                   "pick devices the spec defines, or regenerate it with nvidia-ctk cdi generate (llmops.sglang.nvidia_driver)")
+    return devices

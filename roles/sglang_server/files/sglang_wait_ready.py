@@ -43,6 +43,37 @@ def unit_state(unit):
     return props.get("ActiveState", "unknown"), props.get("SubState", ""), restarts
 
 
+def _unquote(value):
+    """Undo the quoting of sglang_dest.systemd_env_value: bare, 'single' (literal) or "double" (\\ \" \$ \` escaped)."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1]
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        out, i, body = [], 0, value[1:-1]
+        while i < len(body):
+            if body[i] == "\\" and i + 1 < len(body):
+                i += 1
+            out.append(body[i])
+            i += 1
+        return "".join(out)
+    return value
+
+
+def read_env_file(path):
+    """NAME -> value of a systemd EnvironmentFile written by the role (missing or unreadable file: {})."""
+    out = {}
+    try:
+        with open(path) as handle:
+            for line in handle:
+                line = line.rstrip("\n")
+                if not line or line.lstrip().startswith("#") or "=" not in line:
+                    continue
+                name, value = line.split("=", 1)
+                out[name.strip()] = _unquote(value)
+    except (IOError, OSError):
+        return {}
+    return out
+
+
 def probe(url, api_key, timeout):
     """(status, error): HTTP status of GET url (None when no answer) and the error text."""
     headers = {"Authorization": "Bearer " + api_key} if api_key else {}
@@ -63,8 +94,12 @@ def main():
     parser.add_argument("--delay", type=float, default=5.0, help="s between polls")
     parser.add_argument("--max-restarts", type=int, default=2, help="restarts of the unit tolerated while waiting")
     parser.add_argument("--api-key-env", default="", help="name of an environment variable holding the API key")
+    parser.add_argument("--api-key-file", default="", help="systemd EnvironmentFile holding the API key (the role's 0600 secret file)")
+    parser.add_argument("--api-key-var", default="SGLANG_SERVER_API_KEY", help="variable of --api-key-file holding the key")
     args = parser.parse_args()
     api_key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
+    if args.api_key_file:
+        api_key = read_env_file(args.api_key_file).get(args.api_key_var, "")
     start = time.time()
     restarts0 = unit_state(args.unit)[2]
     result = {"ready": False, "reason": "", "last_status": None, "last_error": "", "restarts": 0}

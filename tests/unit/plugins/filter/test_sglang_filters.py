@@ -30,7 +30,7 @@ def test_filters_registered():
     assert set(FILTERS) == {"sglang_launch", "sglang_expected_server_args", "sglang_systemd_exec",
                             "sglang_router_launch", "sglang_context", "sglang_container_argv",
                             "sglang_unit_value", "sglang_unit_environment", "sglang_env_file", "sglang_systemd_env_file",
-                            "sglang_image_check", "sglang_server_destinations"}
+                            "sglang_image_check", "sglang_server_destinations", "sglang_gpu_check"}
 
 
 def test_context_from_facts_and_launch():
