@@ -193,6 +193,7 @@ def image_reference(image, variable="sglang_server_image", force=False):
     return parts
 
 
+_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._+@/-]*$")
 _VERSION_TEXT_RE = re.compile(r"^v?\d+\.\d+(?:\.\d+)?(?:[.+-]?[A-Za-z0-9]+)*$")
 
 
@@ -234,9 +235,10 @@ def server_destinations(values):
     for key in ("sglang_server_engine_bin", "sglang_server_config_dir", "sglang_server_hf_cache_dir", "sglang_server_model_dir",
                 "sglang_server_nccl_env_file"):
         text = str(v.get(key) or "")
-        if text and (not text.startswith("/") or re.search(r"[\s:,]", text)):
-            raise DestinationError(key, text, "must be an absolute path without spaces, ':' or ',' (it is written into ExecStart= and "
-                                   "the engine's -v/--env-file options, where ':' and ',' separate fields)", "use a path such as /var/lib/sglang")
+        if text and not _SAFE_PATH_RE.match(text):
+            raise DestinationError(key, text, "must be an absolute path of letters, digits and . _ + @ - / only (it is written into "
+                                   "ExecStart=, a shell command of ExecStartPre= and the engine's -v/--env-file options, where ':' and ',' "
+                                   "separate fields and spaces split words)", "use a path such as /var/lib/sglang")
     for key in ("sglang_server_container_options", "sglang_server_extra_args", "sglang_server_ulimits"):
         items = v.get(key)
         if items is not None and not isinstance(items, str):
