@@ -729,3 +729,30 @@ def test_sglang_server_validate_enforces_the_main_argument_spec(tmp_path):
     assert "sglang_server_port" in text and "thirty-thousand" in text
     rc, text, _res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("sglang_server", "validate.yml")], REFERENCE_DEPLOYMENT)
     assert rc == 0, text
+
+
+# ---------------------------------------------------------------------------------------------
+# preflight: every role variable checked before anything else (tasks/variables.yml, var_checks.py)
+
+def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_ready_timeout=-1, nvidia_driver_branch="570",
+                     nccl_extra_env={"NCCL_P2P_DISABLE": "1"}, sglang_benchmark_concurrency="1,8",
+                     sglang_benchmark_request_rates=[-2], sglang_benchmark_min_output_throughput="fast",
+                     sglang_benchmark_num_prompts=-3, sglang_benchmark_backend="vllm", sglang_server_port="abc",
+                     sglang_server_api_key="sk-FAKE-preflight")
+    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)
+    assert rc != 0
+    flat = " ".join(text.split())
+    assert "Preflight refused the variables of target (9 problem(s)):" in flat, text[-3000:]
+    for words in ("sglang_server_ready_timeout=-1: must be at least 1", "nvidia_driver_branch=\"570\": the image needs CUDA 13.0",
+                  "nccl_extra_env={\"NCCL_P2P_DISABLE\": \"1\"}", "sglang_benchmark_concurrency=\"1,8\": must be a list",
+                  "sglang_benchmark_request_rates=[-2]", "sglang_benchmark_min_output_throughput=\"fast\": must be a number",
+                  "sglang_benchmark_num_prompts=-3", "sglang_benchmark_backend=\"vllm\": not one of sglang, openai, openai-chat",
+                  "sglang_server_port=\"abc\": must be a whole number"):
+        assert words in flat, words
+    assert "sk-FAKE-preflight" not in text
+
+
+def test_preflight_variables_reference_deployment_passes(tmp_path):
+    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], REFERENCE_DEPLOYMENT)
+    assert rc == 0, text[-3000:]

@@ -1,0 +1,25 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over ``plugins/module_utils/var_checks.py`` (the preflight check of every role variable).
+
+* ``values | llmops.sglang.variable_problems(argument_specs, context)`` -> list of
+  ``"<variable>=<value>: <reason>. Fix: <fix>"`` ([] when every variable passes)
+* ``argument_specs | llmops.sglang.checked_variables`` -> names the check knows (argument_specs options and RULES)
+"""
+
+from __future__ import annotations
+
+from ansible_collections.llmops.sglang.plugins.module_utils.var_checks import RULES, spec_options, variable_problems
+
+
+def checked_variables(argument_specs):
+    """Sorted names of every variable in the given argument_specs documents and in the RULES table."""
+    return sorted(set(spec_options(argument_specs)) | set(RULES))
+
+
+class FilterModule(object):
+    """llmops.sglang variable checks."""
+
+    def filters(self):
+        return {"variable_problems": variable_problems, "checked_variables": checked_variables}

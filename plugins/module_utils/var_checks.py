@@ -1,0 +1,265 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight check of every role variable, before the first change (filter ``llmops.sglang.variable_problems``).
+
+Two sources, one pass:
+
+1. the roles' own ``meta/argument_specs.yml`` (the one place each variable is documented): its ``type``
+   (``int``, ``float``, ``bool``, ``str``, ``path``, ``list``, ``dict``, ``raw``) and ``choices``. Unlike Ansible's
+   own argument-spec conversion, a string is never split into a list (``sglang_benchmark_concurrency: "1,8"`` is
+   refused: ``-e concurrency=1,8`` is a string, and a level list must be written as a list);
+2. :data:`RULES`, the table of what a type cannot say: ranges, formats and cross-checks (a TCP port, a fraction,
+   a positive timeout, a driver branch at or above the CUDA floor of the image, NCCL-only keys).
+
+Each problem is one string ``"<variable>=<value>: <reason>. Fix: <fix>"``; values of ``no_log`` options are
+redacted. Pure Python (standard library only).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+_BOOL_TRUE = ("true", "yes", "on", "1", "y", "t")
+_BOOL_FALSE = ("false", "no", "off", "0", "n", "f")
+_CTRL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+#: Driver floors per CUDA major.minor of the image (NVIDIA CUDA release notes, table 3; also platform_policy.CUDA_DRIVER_FLOORS).
+_BRANCH_FLOOR = {"12.8": 570, "12.9": 575, "13": 580}
+
+
+def _shown(value):
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def coerce(kind, value):
+    """Convert ``value`` to the argument_specs ``kind`` the way a user means it; raise ValueError with the reason.
+
+    int: an int or a string of digits (a bool or a fraction is refused); float: a number or a numeric string;
+    bool: a bool or yes/no/true/false/on/off/1/0; str/path: a scalar; list: a list (never a string); dict: a mapping.
+    """
+    if value is None or kind in (None, "raw"):
+        return value
+    if kind == "int":
+        if isinstance(value, bool):
+            raise ValueError("must be a whole number, not a boolean")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.match(r"^\s*[-+]?\d+\s*$", value):
+            return int(value)
+        raise ValueError("must be a whole number")
+    if kind == "float":
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not a boolean")
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ValueError("must be a number")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _BOOL_TRUE:
+            return True
+        if text in _BOOL_FALSE:
+            return False
+        raise ValueError("must be a boolean (true or false)")
+    if kind in ("str", "path"):
+        if isinstance(value, (list, tuple, dict)):
+            raise ValueError("must be a single value, not a %s" % ("mapping" if isinstance(value, dict) else "list"))
+        return str(value)
+    if kind == "list":
+        if not isinstance(value, (list, tuple)):
+            raise ValueError("must be a list (a string is not split into one)")
+        return list(value)
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping NAME: value")
+        return value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The table of range/format rules. Each check takes (value already coerced to its type, context) and returns the
+# reason it is wrong, or None. context: {"image_cuda_version": "13.0", ...}.
+
+def _at_least(low):
+    return lambda v, c: None if v is None or v >= low else "must be at least %s" % low
+
+
+def _between(low, high, low_open=False, high_open=False):
+    def check(v, c):
+        if v is None:
+            return None
+        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+        return None if ok else "must be in %s%s, %s%s" % ("(" if low_open else "[", low, high, ")" if high_open else "]")
+    return check
+
+
+def _port(v, c):
+    return None if v is None or 1 <= v <= 65535 else "not a TCP port (1-65535)"
+
+
+def _list_of_ints_at_least(low):
+    def check(v, c):
+        for item in v or []:
+            if isinstance(item, bool) or not re.match(r"^\s*\d+\s*$", str(item)) or int(item) < low:
+                return "every element must be a whole number >= %d (%s is not)" % (low, _shown(item))
+        return None
+    return check
+
+
+def _list_of_positive_numbers(v, c):
+    for item in v or []:
+        try:
+            ok = not isinstance(item, bool) and float(item) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            return "every element must be a number > 0 (%s is not)" % _shown(item)
+    return None
+
+
+def _branch(v, c):
+    if v is None:
+        return None
+    if not re.match(r"^[0-9]{3}$", str(v)):
+        return "must be a 3-digit driver branch such as \"580\""
+    cuda = str(c.get("image_cuda_version") or "13.0")
+    floor = _BRANCH_FLOOR.get(cuda) or _BRANCH_FLOOR.get(cuda.split(".")[0])
+    if floor and int(v) < floor:
+        return "the image needs CUDA %s, whose driver floor is branch %d (a %s driver cannot run it)" % (cuda, floor, v)
+    return None
+
+
+def _nccl_env(v, c):
+    for name, value in sorted((v or {}).items()):
+        if not re.match(r"^NCCL_[A-Z0-9_]+$", str(name)):
+            return "key %s is not an NCCL_* variable (the file holds NCCL settings only)" % name
+        if name == "NCCL_P2P_DISABLE":
+            return "NCCL_P2P_DISABLE belongs to the P2P policy (nccl_p2p), not to extra settings"
+        if _CTRL_RE.search(str(value)):
+            return "the value of %s contains a control character (the env file is line based)" % name
+    return None
+
+
+def _no_ctrl(v, c):
+    return None if v is None or not _CTRL_RE.search(str(v)) else "contains a control character (newline, tab, ...)"
+
+
+def _cuda_version(v, c):
+    return None if v is None or re.match(r"^[0-9]+\.[0-9]+$", str(v)) else "must look like 13.0 (major.minor)"
+
+
+#: name -> (type, check, fix). The type is used when the variable has no argument_specs entry (or a raw one).
+RULES = {
+    # sglang_server (the launch flags themselves are checked by the renderer, sglang_args.py)
+    "sglang_server_port": ("int", _port, "use a free TCP port such as 30000"),
+    "sglang_server_router_port": ("int", _port, "use a free TCP port such as 30001"),
+    "sglang_server_dist_init_port": ("int", _port, "use a free TCP port such as 20000"),
+    "sglang_server_tp_size": ("int", _at_least(1), "set the tensor parallel size, e.g. 4 (GPUs per node x nodes)"),
+    "sglang_server_nnodes": ("int", _at_least(1), "set 1 for a single node"),
+    "sglang_server_mem_fraction_static": ("float", _between(0, 1, True, True), "use e.g. 0.85, or leave it unset"),
+    "sglang_server_ready_timeout": ("int", _at_least(1), "give the seconds model loading may take, e.g. 1800"),
+    "sglang_server_ready_delay": ("int", _at_least(1), "poll every few seconds, e.g. 5"),
+    "sglang_server_ready_max_restarts": ("int", _at_least(0), "e.g. 2 (0: the first restart fails the readiness check)"),
+    "sglang_server_journal_lines": ("int", _between(1, 10000), "e.g. 50"),
+    "sglang_server_restart_sec": ("int", _at_least(0), "e.g. 10"),
+    "sglang_server_timeout_start_sec": ("int", _at_least(1), "e.g. 3600 (it covers the image pull)"),
+    "sglang_server_timeout_stop_sec": ("int", _at_least(1), "e.g. 120"),
+    "sglang_server_model_path": ("str", _no_ctrl, "write the path on one line"),
+    # preflight (tp, nnodes and mem_fraction_static default to the sglang_server_* values checked above)
+    "preflight_image_cuda_version": ("str", _cuda_version, "set preflight_image_cuda_version to e.g. \"13.0\""),
+    "preflight_model_params_billion": ("float", _at_least(0), "give the parameter count in billions, or 0 to skip the memory check"),
+    "preflight_model_size_gib": ("float", _at_least(0), "give the weight size in GiB, or 0"),
+    "preflight_model_bytes_per_param": ("float", _between(0, 8, True, False), "BF16 2, FP8 1, FP4 0.5"),
+    "preflight_memory_overhead_factor": ("float", _at_least(1), "e.g. 1.1"),
+    "preflight_disk_reserve_gib": ("float", _at_least(0), "e.g. 20"),
+    # host roles
+    "nvidia_driver_branch": ("str", _branch, "set nvidia_driver_branch: \"580\" (quoted) for CUDA 13 images"),
+    "nvidia_driver_reboot_timeout": ("int", _at_least(60), "e.g. 1800 s"),
+    "iommu_reboot_timeout": ("int", _at_least(60), "e.g. 1800 s"),
+    "nccl_extra_env": ("dict", _nccl_env, "e.g. nccl_extra_env: {NCCL_IB_DISABLE: \"1\"}; use nccl_p2p for P2P"),
+    # sglang_benchmark
+    "sglang_benchmark_concurrency": ("list", _list_of_ints_at_least(1),
+                                     "write a list: -e '{\"sglang_benchmark_concurrency\": [1, 8]}' (inventory: [1, 8])"),
+    "sglang_benchmark_request_rates": ("list", _list_of_positive_numbers,
+                                       "write a list of req/s > 0: -e '{\"sglang_benchmark_request_rates\": [2, 4.5]}', or [] for all at once"),
+    "sglang_benchmark_num_prompts": ("int", _at_least(1), "e.g. 16 measured requests per level"),
+    "sglang_benchmark_prompts_per_concurrency": ("int", _at_least(1), "e.g. 4"),
+    "sglang_benchmark_warmup_requests": ("int", _at_least(0), "e.g. 1 (0: none)"),
+    "sglang_benchmark_input_len": ("int", _at_least(1), "tokens per prompt, e.g. 1000"),
+    "sglang_benchmark_output_len": ("int", _at_least(1), "tokens per answer, e.g. 1000"),
+    "sglang_benchmark_range_ratio": ("float", _between(0, 1, True, False), "1.0 for fixed lengths, e.g. 0.5 for 50-100%"),
+    "sglang_benchmark_timeout": ("float", _at_least(1), "seconds per request, e.g. 1800"),
+    "sglang_benchmark_stall_timeout": ("float", _at_least(1), "seconds without a byte, e.g. 60"),
+    "sglang_benchmark_abort_after_failures": ("int", _at_least(1), "e.g. 20"),
+    "sglang_benchmark_max_failed_fraction": ("float", _between(0, 1), "a fraction 0..1, e.g. 0.0"),
+    "sglang_benchmark_min_output_throughput": ("float", _between(0, float("inf"), True), "a gate in tok/s such as 500, or null for none"),
+    "sglang_benchmark_max_p99_ttft_ms": ("float", _between(0, float("inf"), True), "a gate in ms such as 2000, or null for none"),
+    "sglang_benchmark_max_p99_tpot_ms": ("float", _between(0, float("inf"), True), "a gate in ms such as 50, or null for none"),
+    "sglang_benchmark_min_accept_length": ("float", _at_least(1), "a gate >= 1 such as 1.5, or null for none"),
+}
+
+
+def spec_options(argument_specs):
+    """Merge the ``options`` of every entry point of one or more parsed ``meta/argument_specs.yml`` documents.
+
+    :param argument_specs: a parsed document (``{"argument_specs": {...}}``) or a list of them.
+    :returns: dict variable -> option dict (``type``, ``choices``, ``no_log``, ...).
+    """
+    docs = argument_specs if isinstance(argument_specs, (list, tuple)) else [argument_specs]
+    out = {}
+    for doc in docs:
+        for entry in ((doc or {}).get("argument_specs") or {}).values():
+            for name, option in ((entry or {}).get("options") or {}).items():
+                out.setdefault(name, option or {})
+    return out
+
+
+def variable_problems(values, argument_specs, context=None):
+    """Check variables against the roles' argument_specs and :data:`RULES`.
+
+    :param values: dict variable -> value (the variables set in the inventory, group/host vars or -e; names that are
+        neither in a spec nor in RULES are ignored).
+    :param argument_specs: parsed ``meta/argument_specs.yml`` documents (one or a list).
+    :param context: ``{"image_cuda_version": "13.0"}`` for cross-checks.
+    :returns: list of ``"<variable>=<value>: <reason>. Fix: <fix>"`` strings, in variable order; [] when all pass.
+    """
+    options = spec_options(argument_specs)
+    context = dict(context or {})
+    problems = []
+    for name in sorted(values or {}):
+        if name not in options and name not in RULES:
+            continue
+        value = values[name]
+        option = options.get(name, {})
+        rule = RULES.get(name)
+        kind = option.get("type") or "raw"
+        if kind == "raw" and rule:
+            kind = rule[0]
+        shown = "<redacted>" if option.get("no_log") else _shown(value)
+        fix = rule[2] if rule else "see the %s entry in the role's meta/argument_specs.yml" % name
+        try:
+            coerced = coerce(kind, value)
+        except ValueError as exc:
+            problems.append("%s=%s: %s. Fix: %s" % (name, shown, exc, fix))
+            continue
+        choices = option.get("choices")
+        if choices and coerced is not None and str(coerced) not in [str(c) for c in choices]:
+            problems.append("%s=%s: not one of %s. Fix: use one of %s" % (name, shown, ", ".join(str(c) for c in choices),
+                                                                         ", ".join(str(c) for c in choices)))
+            continue
+        if rule:
+            reason = rule[1](coerced, context)
+            if reason:
+                problems.append("%s=%s: %s. Fix: %s" % (name, shown, reason, fix))
+    return problems

@@ -1,0 +1,91 @@
+"""Preflight variable checks (plugins/module_utils/var_checks.py) against the roles' real meta/argument_specs.yml.
+
+Each bad input of issue 14 (and its neighbours) is one row: the variable, the value as a user would pass it, and the
+words the message must hold. Every message must start with "<variable>=" and hold a "Fix:"."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.sglang.plugins.module_utils import var_checks as vc
+
+REPO = Path(__file__).resolve().parents[4]
+SPECS = [yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+         for role in ("sglang_server", "sglang_benchmark", "nvidia_driver", "nccl", "iommu", "preflight")]
+
+BAD_VARIABLES = [
+    ("sglang_server_port", "abc", "must be a whole number. Fix: use a free TCP port such as 30000"),
+    ("sglang_server_port", 70000, "not a TCP port (1-65535)"),
+    ("sglang_server_tp_size", 0, "must be at least 1"),
+    ("sglang_server_mem_fraction_static", 1.5, "must be in (0, 1)"),
+    ("sglang_server_mem_fraction_static", "lots", "must be a number"),
+    ("sglang_server_ready_timeout", -1, "must be at least 1. Fix: give the seconds model loading may take"),
+    ("sglang_server_ready_delay", 0, "must be at least 1"),
+    ("sglang_server_journal_lines", 0, "must be in [1, 10000]"),
+    ("sglang_server_engine", "lxc", "not one of podman, docker"),
+    ("sglang_server_image_pull", "sometimes", "not one of missing, always, never"),
+    ("sglang_server_ipc_host", "maybe", "must be a boolean"),
+    ("sglang_server_extra_args", "--enable-foo", "must be a list (a string is not split into one)"),
+    ("sglang_server_extra_env", ["A=1"], "must be a mapping"),
+    ("sglang_server_router_policy", "fastest", "not one of cache_aware"),
+    ("nvidia_driver_branch", "570", "the image needs CUDA 13.0, whose driver floor is branch 580"),
+    ("nvidia_driver_branch", "latest", "must be a 3-digit driver branch"),
+    ("nvidia_driver_flavour", "closed", "not one of open, proprietary, auto"),
+    ("nccl_extra_env", {"NCCL_P2P_DISABLE": "1"}, "NCCL_P2P_DISABLE belongs to the P2P policy"),
+    ("nccl_extra_env", {"FOO": "1"}, "key FOO is not an NCCL_* variable"),
+    ("nccl_extra_env", "NCCL_IB_DISABLE=1", "must be a mapping"),
+    ("nccl_p2p", "sometimes", "not one of auto, enabled, disabled"),
+    ("iommu_mode", "strict", "not one of auto, translated, passthrough, off, unmanaged"),
+    ("sglang_benchmark_concurrency", "1,8", "must be a list (a string is not split into one). Fix: write a list"),
+    ("sglang_benchmark_concurrency", [1, 0], "every element must be a whole number >= 1 (0 is not)"),
+    ("sglang_benchmark_request_rates", [-1], "every element must be a number > 0 (-1 is not)"),
+    ("sglang_benchmark_request_rates", ["fast"], "every element must be a number > 0 (\"fast\" is not)"),
+    ("sglang_benchmark_min_output_throughput", "fast", "must be a number. Fix: a gate in tok/s"),
+    ("sglang_benchmark_max_p99_ttft_ms", -5, "must be in (0, inf]"),
+    ("sglang_benchmark_num_prompts", -3, "must be at least 1"),
+    ("sglang_benchmark_backend", "vllm", "not one of sglang, openai, openai-chat"),
+    ("sglang_benchmark_max_failed_fraction", 2, "must be in [0, 1]"),
+    ("sglang_benchmark_range_ratio", 0, "must be in (0, 1]"),
+    ("preflight_image_cuda_version", "13", "must look like 13.0"),
+    ("preflight_model_params_billion", -1, "must be at least 0"),
+]
+
+
+@pytest.mark.parametrize("name,value,words", BAD_VARIABLES, ids=["%s=%r" % (n, v) for n, v, _ in BAD_VARIABLES])
+def test_bad_variable_named_with_value_reason_and_fix(name, value, words):
+    problems = vc.variable_problems({name: value}, SPECS, {"image_cuda_version": "13.0"})
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(name + "="), problems[0]
+    assert words in problems[0] and "Fix:" in problems[0]
+
+
+def test_good_values_pass():
+    good = {"sglang_server_port": "30000", "sglang_server_tp_size": 4, "sglang_server_mem_fraction_static": "0.85",
+            "sglang_server_ready_timeout": 1800, "nvidia_driver_branch": 580, "nccl_extra_env": {"NCCL_IB_DISABLE": "1"},
+            "sglang_benchmark_concurrency": [1, 8], "sglang_benchmark_request_rates": [2, 4.5], "sglang_benchmark_backend": "openai",
+            "sglang_benchmark_min_output_throughput": None, "sglang_server_ipc_host": "yes", "sglang_server_gpus": [0, 1],
+            "unrelated_variable": "anything"}
+    assert vc.variable_problems(good, SPECS, {"image_cuda_version": "13.0"}) == []
+
+
+def test_branch_floor_follows_the_image_cuda():
+    # CUDA 12.8 images run on branch 570 (floor 570.26); CUDA 12.9 needs 575.
+    assert vc.variable_problems({"nvidia_driver_branch": "570"}, SPECS, {"image_cuda_version": "12.8"}) == []
+    assert "floor is branch 575" in vc.variable_problems({"nvidia_driver_branch": "570"}, SPECS, {"image_cuda_version": "12.9"})[0]
+
+
+def test_secret_values_redacted():
+    problems = vc.variable_problems({"sglang_server_api_key": ["sk-FAKE-123"]}, SPECS)
+    assert problems and "sk-FAKE" not in problems[0] and "<redacted>" in problems[0]
+
+
+def test_every_problem_reported_together():
+    problems = vc.variable_problems({"sglang_server_port": "abc", "sglang_benchmark_num_prompts": -3, "nvidia_driver_branch": "570"}, SPECS)
+    assert [p.split("=")[0] for p in problems] == ["nvidia_driver_branch", "sglang_benchmark_num_prompts", "sglang_server_port"]
+
+
+def test_every_rule_names_a_documented_variable():
+    documented = set(vc.spec_options(SPECS))
+    assert sorted(set(vc.RULES) - documented) == []
