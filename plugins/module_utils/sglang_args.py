@@ -278,19 +278,28 @@ def normalize_description(description):
     return result
 
 
+#: Example values for type errors (a port is not "an integer such as 4").
+_EXAMPLES = {"port": 30000, "tp_size": 4, "pp_size": 2, "nnodes": 2, "node_rank": 0, "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 4, "mamba_track_interval": 256, "max_running_requests": 64, "cuda_graph_max_bs": 64,
+             "cuda_graph_max_bs_prefill": 8, "mem_fraction_static": 0.85, "context_length": 32768, "chunked_prefill_size": 8192,
+             "page_size": 1, "decode_log_interval": 40, "watchdog_timeout": 300}
+
+
 def _coerce(key, kind, value):
+    example = _EXAMPLES.get(key)
     if kind == "int":
+        fix = "set %s to a whole number%s" % (var(key), " such as %s" % example if example else "")
         if isinstance(value, bool):
-            raise SGLangArgsError(var(key), value, "must be an integer, got a boolean", "set an integer such as 4")
+            raise SGLangArgsError(var(key), value, "must be a whole number, got a boolean", fix)
         try:
             return int(str(value).strip())
         except ValueError:
-            raise SGLangArgsError(var(key), value, "must be an integer", "set an integer such as 4")
+            raise SGLangArgsError(var(key), value, "must be a whole number", fix)
     if kind == "float":
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise SGLangArgsError(var(key), value, "must be a number", "set a number such as 0.85")
+            raise SGLangArgsError(var(key), value, "must be a number", "set %s to a number%s" % (var(key), " such as %s" % example if example else ""))
     if kind == "bool":
         if isinstance(value, bool):
             return value

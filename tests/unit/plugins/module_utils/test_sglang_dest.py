@@ -140,3 +140,14 @@ def test_container_argv_refuses_bad_image_and_newline_volume():
     with pytest.raises(sa.SGLangArgsError) as info:
         sa.render_container(launch, "s", "img:1", volumes=["/a:/a\n"])
     assert "newline" in str(info.value)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("port", "abc", "sglang_server_port='abc': must be a whole number. Fix: set sglang_server_port to a whole number such as 30000"),
+    ("tp_size", 0, "sglang_server_tp_size=0: must be at least 1"),
+    ("mem_fraction_static", 1.5, "sglang_server_mem_fraction_static=1.5: must be a fraction between 0 and 1"),
+])
+def test_renderer_messages_name_the_value(key, value, message):
+    with pytest.raises(sa.SGLangArgsError) as info:
+        sa.render_launch({"model_path": "/m", key: value}, "0.5.9", {})
+    assert str(info.value).startswith(message)
