@@ -1,0 +1,175 @@
+"""End-to-end (marker ``sandbox``): bad input never takes a serving SGLang server down (issue 14).
+
+One sandbox host (``sglang-sbx-t14``, the sandbox's podman options, the simulator image loaded) serves the reference
+deployment. Then:
+
+- each bad input of :data:`SERVE_CASES` goes through ``playbooks/serve.yml``: the run fails naming the variable, and the
+  unit file, both environment files, the container start time and the systemd invocation are unchanged, the server
+  still answering ``/health`` (the newline and out-of-range GPU cases of the issue among them);
+- ``playbooks/preflight.yml`` with every bad role variable at once refuses each by name before anything runs;
+- a configuration that fails readiness is rolled back: the previous files are restored and the old server serves again;
+- recovering from a crash loop takes seconds, not ``podman stop``'s 110 s (``--init`` forwards SIGTERM).
+
+The full tables of bad values (about 80 rows) are unit tests (tests/unit/plugins/module_utils/test_sglang_dest.py,
+test_var_checks.py); this file shows on a real host that a refusal comes before any change.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from test_sglang_server_sandbox import ENV, HOST_IMAGE, REPO, SIM_IMAGE, _image_exists, on_host, podman, recap, server_info
+
+SANDBOX = pytest.mark.sandbox
+HOST = "sglang-sbx-t14"
+FILES = "/etc/systemd/system/sglang-server.service /etc/sglang/sglang-server.env /etc/sglang/sglang-server.secret.env"
+
+
+@pytest.fixture(scope="module")
+def host():
+    if not (_image_exists(HOST_IMAGE) and _image_exists(SIM_IMAGE)):
+        pytest.skip("sandbox images missing: run tests/sandbox/build.sh (needs %s and %s)" % (HOST_IMAGE, SIM_IMAGE))
+    podman("rm", "-f", HOST, check=False)
+    podman("volume", "rm", "-f", HOST + "-containers", check=False)
+    podman("run", "-d", "--name", HOST, "--hostname", HOST, "--privileged", "--systemd=always",
+           "-v", "%s-containers:/var/lib/containers" % HOST, HOST_IMAGE, "/sbin/init")
+    try:
+        deadline = time.time() + 60
+        while on_host(HOST, "systemctl is-system-running").stdout.strip() not in ("running", "degraded"):
+            if time.time() > deadline:
+                pytest.fail("sandbox host %s did not boot" % HOST)
+            time.sleep(1)
+        save = subprocess.Popen(["podman", "save", SIM_IMAGE], env=ENV, stdout=subprocess.PIPE)
+        load = subprocess.run(["podman", "exec", "-i", HOST, "podman", "load"], env=ENV, stdin=save.stdout,
+                              capture_output=True, text=True, check=False)
+        save.wait()
+        assert load.returncode == 0, load.stderr
+        yield HOST
+    finally:
+        podman("rm", "-f", "-t", "5", HOST, check=False)
+        podman("volume", "rm", "-f", HOST + "-containers", check=False)
+
+
+def inventory(tmp_path, overrides=None):
+    """The sandbox group_vars (server, host roles, gpu_facts fixture roots) + fast readiness + overrides."""
+    inv = tmp_path / "inventory"
+    (inv / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
+    for name in ("sglang_server.yml", "sandbox.yml", "host_roles.yml"):
+        shutil.copy(REPO / "inventories" / "sandbox" / "group_vars" / "all" / name, inv / "group_vars" / "all" / name)
+    values = {"sglang_server_gpu_mode": "none", "sglang_server_ready_timeout": 60, "sglang_server_ready_delay": 1}
+    values.update(overrides or {})
+    (inv / "group_vars" / "all" / "zz_test.yml").write_text(json.dumps(values))
+    (inv / "hosts.yml").write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {HOST: None}, "vars": {
+        "ansible_connection": "containers.podman.podman", "ansible_python_interpreter": "/usr/bin/python3"}}}}}))
+    return inv
+
+
+def playbook(inv, name, *extra, timeout=600):
+    started = time.time()
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inv), "playbooks/%s" % name] + list(extra),
+                          cwd=str(REPO), env=dict(ENV, ANSIBLE_CACHE_PLUGIN="memory"), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    proc.elapsed = time.time() - started
+    proc.flat = " ".join((proc.stdout + proc.stderr).split())
+    return proc
+
+
+def state(host):
+    """What a refused run must not touch: file hashes, container start time, unit invocation and state."""
+    files = on_host(host, "sha256sum " + FILES).stdout
+    started = on_host(host, "podman inspect sglang-server --format '{{.State.StartedAt}}'").stdout.strip()
+    unit = on_host(host, "systemctl show sglang-server.service -p InvocationID -p ActiveState -p NRestarts").stdout
+    return files, started, unit
+
+
+def healthy(host):
+    return on_host(host, "curl -sf -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health").stdout.strip() == "200"
+
+
+@pytest.fixture(scope="module")
+def serving(host, tmp_path_factory):
+    proc = playbook(inventory(tmp_path_factory.mktemp("base")), "serve.yml")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert healthy(host)
+    return host
+
+
+# (id, -e JSON, variable the message names, words it holds). Each must be refused before any change.
+SERVE_CASES = [
+    ("model path newline", {"sglang_server_model_path": "/models/Qwen\nExecStartPre=/bin/touch /tmp/pwned"},
+     "sglang_server_model_path", "contains a newline at position 12"),
+    ("api key newline", {"sglang_server_api_key": "sk-FAKE-e2e\nHF_TOKEN=evil"}, "sglang_server_api_key", "<redacted: 25 characters, newline at 11>"),
+    ("gpu index out of range", {"sglang_server_gpus": [0, 7]}, "sglang_server_gpus", "index 7 does not exist: gpu_facts found 4 GPU(s)"),
+    ("floating image tag", {"sglang_server_image_force": False}, "sglang_server_image", "uses the floating tag :latest"),
+    ("image with spaces", {"sglang_server_image": "localhost/sglang sim:v1"}, "sglang_server_image", "invalid image reference"),
+    ("unknown version", {"sglang_server_version": "0.5.12", "sglang_server_image": "localhost/sglang-sim:v0.5.12"},
+     "sglang_server_version", "not one of the SGLang versions this collection models"),
+    ("unit environment newline", {"sglang_server_unit_environment": {"X": "1\nExecStartPre=/bin/true"}},
+     "sglang_server_unit_environment", "newline"),
+    ("engine bin with shell", {"sglang_server_engine_bin": "/usr/bin/podman;id"}, "sglang_server_engine_bin", "absolute path"),
+    ("absent image never pulled", {"sglang_server_image": "localhost/sglang-absent:v1"}, "sglang_server_image",
+     "not in the local podman storage"),
+    ("tp 0", {"sglang_server_tp_size": 0}, "sglang_server_tp_size", "must be at least 1"),
+]
+
+
+@SANDBOX
+@pytest.mark.parametrize("changes,variable,words", [c[1:] for c in SERVE_CASES], ids=[c[0] for c in SERVE_CASES])
+def test_bad_input_refused_before_any_change(serving, tmp_path, changes, variable, words):
+    before = state(serving)
+    proc = playbook(inventory(tmp_path), "serve.yml", "-e", json.dumps(changes))
+    assert proc.returncode != 0
+    assert variable in proc.flat and words in proc.flat, proc.stdout[-3000:]
+    assert "sk-FAKE-e2e" not in proc.stdout + proc.stderr
+    assert state(serving) == before
+    assert healthy(serving)
+    assert on_host(serving, "test -e /tmp/pwned").returncode == 1
+
+
+@SANDBOX
+def test_preflight_refuses_every_bad_variable_by_name(serving, tmp_path):
+    before = state(serving)
+    bad = {"sglang_server_ready_timeout": -1, "nvidia_driver_branch": "570", "nccl_extra_env": {"NCCL_P2P_DISABLE": "1"},
+           "sglang_benchmark_concurrency": "1,8", "sglang_benchmark_request_rates": [-1], "sglang_benchmark_min_output_throughput": "fast",
+           "sglang_benchmark_num_prompts": -3, "sglang_benchmark_backend": "vllm", "sglang_server_port": "abc",
+           "sglang_server_mem_fraction_static": 1.5}
+    proc = playbook(inventory(tmp_path), "preflight.yml", "-e", json.dumps(bad))
+    assert proc.returncode != 0
+    assert "(10 problem(s)):" in proc.flat, proc.stdout[-3000:]
+    for name in bad:
+        assert name + "=" in proc.flat, name
+    assert "Could not match supplied host pattern" not in proc.stdout + proc.stderr
+    assert state(serving) == before and healthy(serving)
+
+
+@SANDBOX
+def test_failed_readiness_rolls_back_to_the_serving_configuration(serving, tmp_path):
+    before_files = state(serving)[0]
+    env = {"SGLANG_SIM_VERSION": "0.5.9", "SGLANG_SIM_ARCH": "Qwen3_5MoeForConditionalGeneration", "SGLANG_SIM_GPU": "sm120",
+           "SGLANG_SIM_LOAD_S": "1", "SGLANG_SIM_NEVER_READY": "1"}
+    proc = playbook(inventory(tmp_path, {"sglang_server_extra_env": env, "sglang_server_ready_timeout": 10}), "serve.yml")
+    assert proc.returncode != 0
+    assert "is not ready: not ready within 10 s" in proc.flat, proc.stdout[-3000:]
+    assert "Rolled back: the previous unit and environment files" in proc.flat and "serves. The new configuration was NOT applied" in proc.flat
+    # The journal tail is printed once, in the failure message.
+    assert proc.stdout.count("Last 50 journal lines") == 1
+    assert state(serving)[0] == before_files
+    assert healthy(serving) and server_info(serving)["max_running_requests"] == 64
+    assert on_host(serving, "ls /etc/sglang /etc/systemd/system | grep -c '~$'").stdout.strip() == "0"  # backups removed
+
+
+@SANDBOX
+def test_recovering_from_a_crash_loop_takes_seconds(serving, tmp_path):
+    crash = {"sglang_server_extra_env": {"SGLANG_SIM_VERSION": "0.5.23", "SGLANG_SIM_LOAD_S": "1"}, "sglang_server_rollback": False,
+             "sglang_server_ready_timeout": 120}
+    proc = playbook(inventory(tmp_path / "crash", crash), "serve.yml")
+    assert proc.returncode != 0 and "crash loop" in proc.flat, proc.stdout[-3000:]
+    good = playbook(inventory(tmp_path / "good"), "serve.yml")
+    assert good.returncode == 0, good.stdout[-3000:]
+    assert healthy(serving)
+    # Before --init, the handler's restart of the loading container waited out `podman stop -t 110`.
+    assert good.elapsed < 100, good.elapsed
