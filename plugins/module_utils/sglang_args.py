@@ -1101,6 +1101,28 @@ def render_router(worker_urls, port=30001, policy="cache_aware", host="0.0.0.0",
     return argv + [str(x) for x in (extra_args or [])]
 
 
+#: In-container launcher used when the server has an API key (render_container): SGLang reads the key only from
+#: ``--api-key`` (ServerArgs.api_key in 0.4.10-0.5.23; no environment variable), so the key is handed over inside the
+#: process instead of on the command line: the engine passes SGLANG_SERVER_API_KEY through its environment (from the
+#: 0600 EnvironmentFile), this snippet removes it from os.environ (children do not inherit it) and runs the module with
+#: ``--api-key <key>`` appended to sys.argv. /proc/<pid>/cmdline (world-readable on the host) and ``podman inspect``
+#: Args then show only the snippet; the key remains in the container's Config.Env and /proc/<pid>/environ (root only).
+API_KEY_LAUNCHER = ("import os, runpy, sys; key = os.environ.pop(%r, ''); module = sys.argv[1]; "
+                    "sys.argv = [module] + sys.argv[2:] + (['--api-key', key] if key else []); "
+                    "runpy.run_module(module, run_name='__main__', alter_sys=True)" % API_KEY_ENV)
+
+
+def _launch_without_key_on_cmdline(argv):
+    """(argv, needs_env): ``python3 -m M ... --api-key ${SGLANG_SERVER_API_KEY} ...`` -> ``python3 -c LAUNCHER M ...``."""
+    ref = "${%s}" % API_KEY_ENV
+    items = list(argv)
+    for i in range(len(items) - 1):
+        if items[i] == "--api-key" and items[i + 1] == ref and len(items) >= 3 and items[1] == "-m":
+            rest = items[3:i] + items[i + 2:]
+            return [items[0], "-c", API_KEY_LAUNCHER, items[2]] + rest, True
+    return items, False
+
+
 ENGINES = ("podman", "docker")
 GPU_MODES = ("cdi", "gpus", "none")
 DEFAULT_ULIMITS = ("memlock=-1", "stack=67108864")
@@ -1108,7 +1130,7 @@ DEFAULT_ULIMITS = ("memlock=-1", "stack=67108864")
 
 def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_mode="cdi", gpus="all", ipc_host=True,
                      shm_size="32g", volumes=None, env_files=None, pass_env=None, network_host=True, ports=None, extra_options=None,
-                     ulimits=None, init=True):
+                     ulimits=None, init=True, api_key_in_env=True):
     """argv of ``podman|docker run`` that runs the rendered SGLang command in the foreground (for a systemd unit).
 
     :param launch: the dict returned by :func:`render_launch` (its ``argv`` is appended after the image).
@@ -1130,6 +1152,9 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
     :param init: ``--init`` (podman's catatonit / docker's tini as PID 1). SGLang (and the simulator) do not handle SIGTERM
         while the model loads, and a PID 1 without a handler ignores it, so ``podman stop -t N`` waited the whole N seconds
         (110 s by default) on every restart of a loading or crash-looping server; the init forwards SIGTERM to SGLang.
+    :param api_key_in_env: when the launch has ``--api-key ${SGLANG_SERVER_API_KEY}``, run SGLang through
+        :data:`API_KEY_LAUNCHER` with ``--env SGLANG_SERVER_API_KEY`` instead, so the key is in no process command line
+        (docs/sglang_server.md "Secrets"); false keeps the flag on the command line (systemd expands it there).
     :returns: list of str, starting ``<engine> run --rm --name <name>`` (podman adds ``--log-driver k8s-file``: the
         SGLang log lines reach the unit's journal once, and ``podman logs`` still works).
     :raises SGLangArgsError: naming ``sglang_server_engine`` / ``sglang_server_gpu_mode`` / ``sglang_server_gpus`` /
@@ -1186,7 +1211,8 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         argv += ["-v", str(vol)]
     for path in env_files or []:
         argv += ["--env-file", str(path)]
-    for env_name in pass_env or []:
+    launch_argv, key_in_env = _launch_without_key_on_cmdline(launch["argv"]) if api_key_in_env else (list(launch["argv"]), False)
+    for env_name in list(pass_env or []) + ([API_KEY_ENV] if key_in_env else []):
         argv += ["--env", str(env_name)]
     argv += [str(x) for x in (extra_options or [])]
     argv.append(str(image))
@@ -1194,4 +1220,4 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         dest_check_argv("sglang_server_container_options / volumes / env_files", argv)
     except DestinationError as exc:
         raise SGLangArgsError(exc.variable, exc.value, exc.reason, exc.fix)
-    return argv + list(launch["argv"])
+    return argv + launch_argv

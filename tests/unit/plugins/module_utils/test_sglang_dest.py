@@ -151,3 +151,31 @@ def test_renderer_messages_name_the_value(key, value, message):
     with pytest.raises(sa.SGLangArgsError) as info:
         sa.render_launch({"model_path": "/m", key: value}, "0.5.9", {})
     assert str(info.value).startswith(message)
+
+
+def test_api_key_reaches_the_server_in_process_not_on_the_command_line(tmp_path):
+    """The container runs `python3 -c LAUNCHER sglang.launch_server ...` with --env SGLANG_SERVER_API_KEY: the key is in
+    no argv item of the unit/podman, and the launched module sees `--api-key <key>` at the end of sys.argv."""
+    import json
+    import subprocess
+    import sys
+
+    launch = sa.render_launch({"model_path": "/m", "api_key": "sk-FAKE-argv"}, "0.5.9", {})
+    argv = sa.render_container(launch, "s", "img:1", pass_env=["HF_TOKEN"])
+    assert "sk-FAKE-argv" not in " ".join(argv) and "--api-key" not in argv
+    assert argv[argv.index("img:1") - 4:argv.index("img:1")] == ["--env", "HF_TOKEN", "--env", "SGLANG_SERVER_API_KEY"]
+    tail = argv[argv.index("img:1") + 1:]
+    assert tail[:2] == ["python3", "-c"] and tail[3:6] == ["sglang.launch_server", "--model-path", "/m"]
+    # Run the launcher for real against a stand-in module that reports what it received.
+    (tmp_path / "standin_server.py").write_text(
+        "import json, os, sys\nprint(json.dumps({'argv': sys.argv[1:], 'env': os.environ.get('SGLANG_SERVER_API_KEY')}))\n")
+    out = subprocess.run([sys.executable, "-c", tail[2], "standin_server", "--port", "1"], cwd=str(tmp_path), capture_output=True,
+                         text=True, env={"SGLANG_SERVER_API_KEY": "sk-FAKE-argv", "PYTHONPATH": str(tmp_path)}, check=True)
+    assert json.loads(out.stdout) == {"argv": ["--port", "1", "--api-key", "sk-FAKE-argv"], "env": None}
+
+
+def test_no_api_key_keeps_the_plain_launch():
+    launch = sa.render_launch({"model_path": "/m"}, "0.5.9", {})
+    argv = sa.render_container(launch, "s", "img:1")
+    assert argv[argv.index("img:1") + 1:argv.index("img:1") + 4] == ["python3", "-m", "sglang.launch_server"]
+    assert "SGLANG_SERVER_API_KEY" not in argv
