@@ -44,7 +44,7 @@ def unit_state(unit):
 
 
 def _unquote(value):
-    """Undo the quoting of sglang_dest.systemd_env_value: bare, 'single' (literal) or "double" (\\ \" \$ \` escaped)."""
+    r"""Undo the quoting of sglang_dest.systemd_env_value: bare, 'single' (literal) or "double" (\\ \" \$ \` escaped)."""
     if len(value) >= 2 and value[0] == value[-1] == "'":
         return value[1:-1]
     if len(value) >= 2 and value[0] == value[-1] == '"':
