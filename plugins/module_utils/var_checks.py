@@ -134,7 +134,7 @@ def _branch(v, c):
     if not re.match(r"^[0-9]{3}$", str(v)):
         return "must be a 3-digit driver branch such as \"580\""
     cuda = str(c.get("image_cuda_version") or "13.0")
-    floor = _BRANCH_FLOOR.get(cuda) or _BRANCH_FLOOR.get(cuda.split(".")[0])
+    floor = _BRANCH_FLOOR.get(cuda) or _BRANCH_FLOOR.get(cuda.split(".", maxsplit=1)[0])
     if floor and int(v) < floor:
         return "the image needs CUDA %s, whose driver floor is branch %d (a %s driver cannot run it)" % (cuda, floor, v)
     return None
@@ -255,8 +255,8 @@ def variable_problems(values, argument_specs, context=None):
             continue
         choices = option.get("choices")
         if choices and coerced is not None and str(coerced) not in [str(c) for c in choices]:
-            problems.append("%s=%s: not one of %s. Fix: use one of %s" % (name, shown, ", ".join(str(c) for c in choices),
-                                                                         ", ".join(str(c) for c in choices)))
+            listed = ", ".join(str(c) for c in choices)
+            problems.append("%s=%s: not one of %s. Fix: use one of %s" % (name, shown, listed, listed))
             continue
         if rule:
             reason = rule[1](coerced, context)

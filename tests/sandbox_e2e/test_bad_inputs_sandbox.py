@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from test_sglang_server_sandbox import ENV, HOST_IMAGE, REPO, SIM_IMAGE, _image_exists, on_host, podman, recap, server_info
+from test_sglang_server_sandbox import ENV, HOST_IMAGE, REPO, SIM_IMAGE, _image_exists, on_host, podman, server_info
 
 SANDBOX = pytest.mark.sandbox
 HOST = "sglang-sbx-t14"

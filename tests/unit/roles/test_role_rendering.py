@@ -740,7 +740,7 @@ def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
                      sglang_benchmark_request_rates=[-2], sglang_benchmark_min_output_throughput="fast",
                      sglang_benchmark_num_prompts=-3, sglang_benchmark_backend="vllm", sglang_server_port="abc",
                      sglang_server_api_key="sk-FAKE-preflight")
-    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)[:2]
     assert rc != 0
     flat = " ".join(text.split())
     assert "Preflight refused the variables of target (9 problem(s)):" in flat, text[-3000:]
@@ -754,5 +754,5 @@ def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
 
 
 def test_preflight_variables_reference_deployment_passes(tmp_path):
-    rc, text, _ = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], REFERENCE_DEPLOYMENT)
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], REFERENCE_DEPLOYMENT)[:2]
     assert rc == 0, text[-3000:]

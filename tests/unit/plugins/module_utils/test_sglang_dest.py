@@ -20,7 +20,8 @@ SECRET = "sk-FAKE-0123456789"
 
 # (id, changes, variable named in the message, words the message must contain). Each is one bad input from issue 14.
 BAD_DESTINATIONS = [
-    ("model path newline", {"sglang_server_model_path": "/models/Qwen\nExecStartPre=/bin/touch /tmp/pwned"}, "sglang_server_model_path", "newline at position 12"),
+    ("model path newline", {"sglang_server_model_path": "/models/Qwen\nExecStartPre=/bin/touch /tmp/pwned"}, "sglang_server_model_path",
+     "newline at position 12"),
     ("model path carriage return", {"sglang_server_model_path": "/models/Q\rX"}, "sglang_server_model_path", "carriage return"),
     ("served name tab", {"sglang_server_served_model_name": "a\tb"}, "sglang_server_served_model_name", "tab at position 1"),
     ("draft path NUL", {"sglang_server_speculative_draft_model_path": "/d\x00"}, "sglang_server_speculative_draft_model_path", "NUL"),

@@ -53,7 +53,7 @@ BAD_VARIABLES = [
 ]
 
 
-@pytest.mark.parametrize("name,value,words", BAD_VARIABLES, ids=["%s=%r" % (n, v) for n, v, _ in BAD_VARIABLES])
+@pytest.mark.parametrize("name,value,words", BAD_VARIABLES, ids=["%s=%r" % (row[0], row[1]) for row in BAD_VARIABLES])
 def test_bad_variable_named_with_value_reason_and_fix(name, value, words):
     problems = vc.variable_problems({name: value}, SPECS, {"image_cuda_version": "13.0"})
     assert len(problems) == 1, problems
