@@ -16,6 +16,7 @@ of extraction, math, qa and rag (workloads.stratified: categories sorted, rotate
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -26,12 +27,15 @@ from sbx import REPO_ROOT, run_playbook, sandbox_env
 
 pytestmark = [pytest.mark.sandbox]
 HOST = "sglang-sbx-1"
+STATE_DIR = "/var/lib/llmops/benchmark"      # sglang_benchmark_state_dir (default)
 
 
 @pytest.fixture(scope="module")
 def first_run(sandbox_available):
     sandbox = run_playbook("tests/sandbox/sandbox.yml")
     assert sandbox.rc == 0, sandbox.output[-6000:]
+    # A host with no recorded benchmark (the state an earlier session may have left is removed), as on a fresh host.
+    subprocess.run(["podman", "exec", HOST, "rm", "-rf", STATE_DIR], env=sandbox_env(), check=True, timeout=60)
     run = run_playbook("site.yml")
     assert run.rc == 0, run.output[-6000:]
     return run
@@ -79,11 +83,33 @@ def test_verify_read_the_draft_model_from_the_server_logs(first_run):
     assert "draft Qwen3_5ForCausalLMMTP loaded after the target Qwen3_5MoeForConditionalGeneration on TP0, TP1, TP2, TP3" in printed
 
 
-def test_second_run_changes_nothing(first_run):
+def test_a_normal_run_has_no_host_pattern_warnings(first_run):
+    # serve.yml's multi-node and router plays name groups that a single-node fleet does not have
+    assert "Could not match supplied host pattern" not in first_run.output
+    assert "[WARNING]" not in first_run.output, [ln for ln in first_run.output.splitlines() if "WARNING" in ln]
+
+
+def test_second_run_changes_nothing_and_skips_the_benchmark(first_run):
+    report = _latest_report(HOST)
+    state = json.loads(subprocess.run(["podman", "exec", HOST, "cat", f"{STATE_DIR}/sglang-server.json"], env=sandbox_env(),
+                                      capture_output=True, text=True, timeout=60, check=True).stdout)
+    # the first run recorded what it measured next to its result: the report directory, the image the container runs
+    assert state["result"]["report_dir"] == str(report) and state["run_id"] == report.name
+    assert re.fullmatch(r"(sha256:)?[0-9a-f]{64}", state["inputs"]["server"]["image_id"] or ""), state["inputs"]["server"]
+    assert state["inputs"]["host"]["gpu_count"] == 4 and state["inputs"]["server"]["version"] == "0.5.9"
     run = run_playbook("site.yml")
     assert run.rc == 0, run.output[-6000:]
     assert run.recap, run.output[-3000:]
     assert run.changed_hosts() == {}, run.output[-6000:]
+    printed = " ".join(run.output.split())
+    assert f"benchmark skipped on {HOST}: nothing changed since run {report.name} (" in printed, run.output[-4000:]
+    assert "TASK [llmops.sglang.sglang_benchmark : Benchmark level" not in run.output
+    assert _latest_report(HOST) == report                      # nothing new measured
+    # the last table is shown again, with the same numbers as the first run's report
+    single = next(json.loads(ln) for ln in (report / "results.jsonl").read_text().splitlines() if '"max_concurrency": 1,' in ln)
+    assert f"| 1 | 1 | - | {single['completed']} | 0 | {single['output_throughput']:.1f} |" in printed
+    assert f"last report: {report} (run {report.name}, " in printed
+    assert "Could not match supplied host pattern" not in run.output
 
 
 def test_check_diff_on_a_provisioned_sandbox_changes_nothing(first_run):
