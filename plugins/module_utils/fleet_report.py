@@ -185,6 +185,8 @@ def _fmt(v, nd):
 
 
 def _short(v, limit=60):
+    if v is None:
+        return "(unset)"
     text = v if isinstance(v, str) else canonical(v)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -98,3 +98,12 @@ def test_refusals(entries, threshold, match):
 def test_level_names():
     assert fr.level_name((8, None)) == "c8" and fr.level_name((None, 2.0)) == "r2"
     assert fr.level_name((8, 0.5)) == "c8/r0.5" and fr.level_name((None, None)) == "all"
+
+
+def test_a_fact_only_the_slow_host_has_reads_unset_on_the_siblings():
+    facts = _facts()
+    facts["server"]["env"]["SGLANG_SIM_DRAFT_MS"] = "3"
+    rep = fr.build(FLEET[:3] + [dict(FLEET[3], facts=facts)])
+    item = rep["hosts"][3]["differing_facts"]
+    assert item == [{"fact": "server.env.SGLANG_SIM_DRAFT_MS", "value": "3", "siblings": None}]
+    assert fr.fact_line(item[0]) == "server.env.SGLANG_SIM_DRAFT_MS: 3 here, (unset) on the siblings"
