@@ -81,8 +81,19 @@ def playbook(args, extra_env=None, log=None):
     return proc.returncode, dt, proc.stdout, recap
 
 
-def write_inventory(n, directory):
-    hosts = "\n".join("            sglang-sbx-%d:" % i for i in range(1, n + 1))
+def write_inventory(n, directory, slow=None):
+    """hosts.yml for sglang-sbx-1..n; ``slow`` = (host number, {SGLANG_SIM_*: value}) gives that host a simulator
+    environment with these knobs added to the group's sglang_server_extra_env (a slower host for the fleet report)."""
+    lines = []
+    for i in range(1, n + 1):
+        lines.append("            sglang-sbx-%d:" % i)
+        if slow and slow[0] == i:
+            import yaml  # ansible's dependency, in .venv
+            with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "all", "sglang_server.yml")) as fh:
+                env_vars = dict(yaml.safe_load(fh)["sglang_server_extra_env"])
+            env_vars.update(slow[1])
+            lines.append("              sglang_server_extra_env: %s" % json.dumps(env_vars))
+    hosts = "\n".join(lines)
     with open(os.path.join(directory, "hosts.yml"), "w") as fh:
         fh.write(INVENTORY.format(n=n, hosts=hosts))
     os.symlink(os.path.join(ROOT, "inventories", "sandbox", "group_vars"), os.path.join(directory, "group_vars"))
@@ -96,14 +107,14 @@ def sandbox(*extra):
     return dt
 
 
-def measure(n, site_args, logdir):
+def measure(n, site_args, logdir, slow=None):
     """Fresh sandbox of n hosts, then site.yml first and no-change run. Returns a dict of results."""
     sandbox("-e", "sandbox_state=absent")
     up = sandbox("-e", "sandbox_hosts=%d" % n)
-    inv = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-%d-" % n, dir=logdir))
+    inv = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-%d-" % n, dir=logdir), slow if slow and slow[0] <= n else None)
     facts = tempfile.mkdtemp(prefix="fleet-facts-%d-" % n, dir=logdir)
     extra_env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": facts}
-    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}}
+    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}, "slow": slow if slow and slow[0] <= n else None}
     for kind in ("first", "no_change"):
         load_before = loadavg()
         rc, dt, out, recap = playbook(["-i", inv, "site.yml"] + site_args, extra_env,
@@ -113,6 +124,8 @@ def measure(n, site_args, logdir):
                "hosts_in_recap": len(recap),
                "benchmark_skipped": out.count("benchmark skipped on "),
                "warnings": len(re.findall(r"^\[WARNING\]", out, re.M))}
+        fleet = re.search(r"fleet report: (\S+)", out)
+        run["fleet_report"] = fleet.group(1) if fleet else None
         res["runs"][kind] = run
         print("N=%d %-9s rc=%d %6.1f s  changed=%d failed=%d skipped-benchmarks=%d warnings=%d  load %s -> %s"
               % (n, kind, rc, dt, run["changed"], run["failed"], run["benchmark_skipped"], run["warnings"],
@@ -129,9 +142,17 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "reports", "fleet_converge.json"), help="JSON results")
     ap.add_argument("--logdir", default=None, help="where the site.yml logs go (default: a new temporary directory)")
     ap.add_argument("--keep", action="store_true", help="leave the last fleet running (default: back to sglang-sbx-1 alone)")
+    ap.add_argument("--slow", default="", help="HOST:KNOB=VALUE, e.g. 3:SGLANG_SIM_T0_MS=12: sglang-sbx-3 gets a slower simulator "
+                    "timing (docs/simulator.md), so the fleet report has a host to flag")
     ap.add_argument("site_args", nargs="*", help="extra ansible-playbook arguments for site.yml (after --)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    slow = None
+    if args.slow:
+        m = re.match(r"^(\d+):(SGLANG_SIM_[A-Z0-9_]+)=(\S+)$", args.slow)
+        if not m:
+            sys.exit("--slow=%s: give HOST:KNOB=VALUE, e.g. 3:SGLANG_SIM_T0_MS=12" % args.slow)
+        slow = (int(m.group(1)), {m.group(2): m.group(3)})
     if not sizes or min(sizes) < 1:
         sys.exit("--sizes=%s: give fleet sizes >= 1, e.g. 1,4,8" % args.sizes)
     if shutil.which("podman") is None:
@@ -142,7 +163,7 @@ def main():
     results = []
     try:
         for n in sizes:
-            results.append(measure(n, args.site_args, logdir))
+            results.append(measure(n, args.site_args, logdir, slow))
     finally:
         if not args.keep:
             sandbox("-e", "sandbox_state=absent")
@@ -160,6 +181,10 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump({"sizes": sizes, "site_args": args.site_args, "cores": os.cpu_count(), "results": results}, fh, indent=1)
+    for r in results:
+        for kind, run in r["runs"].items():
+            if run.get("fleet_report"):
+                print("fleet report (N=%d, %s run): %s" % (r["hosts"], kind, run["fleet_report"]))
     print("results: %s" % args.out)
 
 
