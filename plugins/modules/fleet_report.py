@@ -11,7 +11,7 @@ module: fleet_report
 short_description: One view across a fleet's serving benchmarks - a row per host, the fleet median, the slow hosts and why
 version_added: "1.1.0"
 description:
-  - Writes O(dest)/fleet/O(run_id)/ on the controller - C(fleet.md) (one table with a row per host and a fleet-median row:
+  - Writes O(dest)/fleet/O(run_id)/ on the controller - C(fleet.md) (one table with a row per host and a fleet-median row -
     output throughput, TTFT p50, TPOT p50 and accept length at every sweep level all hosts measured), C(fleet.json) (the
     same with the shortfalls and the flags) and, with O(plots), C(fleet_throughput.png) (output throughput per host and
     level, the fleet median marked, flagged hosts in red).
