@@ -124,7 +124,7 @@ def measure(n, site_args, logdir, slow=None):
                "hosts_in_recap": len(recap),
                "benchmark_skipped": out.count("benchmark skipped on "),
                "warnings": len(re.findall(r"^\[WARNING\]", out, re.M))}
-        fleet = re.search(r"fleet report: (\S+)", out)
+        fleet = re.search(r"fleet report: ([^\s']+)", out)
         run["fleet_report"] = fleet.group(1) if fleet else None
         res["runs"][kind] = run
         print("N=%d %-9s rc=%d %6.1f s  changed=%d failed=%d skipped-benchmarks=%d warnings=%d  load %s -> %s"
