@@ -137,7 +137,7 @@ def measure(n, site_args, logdir, slow=None):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--sizes", default="1,4,8", help="fleet sizes, comma-separated (default 1,4,8)")
     ap.add_argument("--out", default=os.path.join(ROOT, "reports", "fleet_converge.json"), help="JSON results")
     ap.add_argument("--logdir", default=None, help="where the site.yml logs go (default: a new temporary directory)")
@@ -169,12 +169,14 @@ def main():
             sandbox("-e", "sandbox_state=absent")
             sandbox()
     base = next((r for r in results if r["hosts"] == 1), None)
+
+    def ratio(kind, run):
+        return "%.2f" % (run["seconds"] / base["runs"][kind]["seconds"]) if base and run and kind in base["runs"] else "-"
+
     print("\n| hosts | first run s | no-change s | first / 1-host | no-change / 1-host | load avg (1 min) before first / no-change |")
     print("|---:|---:|---:|---:|---:|---|")
     for r in results:
         f, z = r["runs"].get("first", {}), r["runs"].get("no_change", {})
-        ratio = (lambda k, d: ("%.2f" % (d["seconds"] / base["runs"][k]["seconds"]))
-                 if base and d and k in base["runs"] else "-")
         print("| %d | %s | %s | %s | %s | %s / %s |" % (
             r["hosts"], f.get("seconds", "-"), z.get("seconds", "-"), ratio("first", f), ratio("no_change", z),
             f.get("load_before", ["-"])[0], z.get("load_before", ["-"])[0]))

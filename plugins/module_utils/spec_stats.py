@@ -7,8 +7,8 @@ Source of the per-request numbers: the final ``meta_info`` of each SGLang ``/gen
 (docs/design/SGLANG_FACTS.md section 4.1): ``completion_tokens`` and ``spec_verify_ct`` (every version with
 speculative decoding on), the accepted / proposed draft-token counts named ``spec_accept_token_num`` /
 ``spec_draft_token_num`` in 0.5.9/0.5.10 and ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` from 0.5.14 on
-(0.5.14 also sends the aliases ``spec_accepted_drafts`` / ``spec_proposed_drafts``; 0.4.10 and 0.5.4 send no counts; then accepted = completion_tokens - spec_verify_ct, the bonus token of each verify step taken
-out, and the accept rate is not available).
+(0.5.14 also sends the aliases ``spec_accepted_drafts`` / ``spec_proposed_drafts``; 0.4.10 and 0.5.4 send no counts;
+then accepted = completion_tokens - spec_verify_ct, the bonus token of each verify step taken out, and the accept rate is not available).
 
 Definitions (per request with ``spec_verify_ct`` > 0):
 

@@ -139,6 +139,8 @@ def test_stalled_stream_ends_within_stall_timeout(sglang_sim, capsys):
 def _playbook(tmp_path, playbook, extra, check=False):
     inv = tmp_path / "hosts.ini"
     inv.write_text("[gpu_hosts]\nsimhost ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    # the benchmark's skip-if-unchanged state goes under tmp_path, not the controller's /var/lib/llmops
+    extra = dict({"sglang_benchmark_state_dir": str(tmp_path / "state")}, **extra)
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / playbook),
            "-e", json.dumps(extra)] + (["--check"] if check else [])
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1")
@@ -202,7 +204,8 @@ def _delegated_run(srv, tmp_path):
     inv.write_text("[gpu_hosts]\n127.0.0.2 ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
     extra = {"sglang_benchmark_delegate_to": "localhost", "sglang_server_port": srv.port, "sglang_benchmark_concurrency": [1],
              "sglang_benchmark_num_prompts": 1, "sglang_benchmark_input_len": 8, "sglang_benchmark_output_len": 8,
-             "sglang_benchmark_report_dir": str(tmp_path / "reports"), "sglang_benchmark_run_id": "deleg", "sglang_benchmark_plots": False}
+             "sglang_benchmark_report_dir": str(tmp_path / "reports"), "sglang_benchmark_run_id": "deleg", "sglang_benchmark_plots": False,
+             "sglang_benchmark_state_dir": str(tmp_path / "state")}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "benchmark.yml"),
                            "-e", json.dumps(extra)], cwd=str(REPO), capture_output=True, text=True, timeout=300, check=False,
                           env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"))

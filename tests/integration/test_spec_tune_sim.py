@@ -54,7 +54,7 @@ def sweep(url, levels, out_len, seed):
         res, dur, _w = bc.run_benchmark(t, bc.make_prompts(n, 32, out_len, seed=seed + conc), max_concurrency=conc,
                                         warmup_prompts=bc.make_prompts(1, 32, 4, seed=seed + 999))
         m = bs.level_metrics(res, dur)
-        assert m["failed"] == 0, m["errors"]
+        assert m["failed"] == 0, m["error_kinds"]
         records.append(br.make_record(m, {"backend": "sglang", "max_concurrency": conc, "request_rate": None}))
     return records
 

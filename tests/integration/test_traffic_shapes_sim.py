@@ -195,7 +195,7 @@ def test_role_replays_a_controller_trace_with_goodput(sglang_sim, tmp_path):
     extra = {"sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [2], "sglang_benchmark_trace_file": str(trace),
              "sglang_benchmark_trace_time_scale": 0.5, "sglang_benchmark_slo_ttft_ms": 10000, "sglang_benchmark_warmup_requests": 0,
              "sglang_benchmark_min_goodput_fraction": 1.0, "sglang_benchmark_report_dir": str(reports),
-             "sglang_benchmark_run_id": "trace", "sglang_benchmark_plots": False}
+             "sglang_benchmark_run_id": "trace", "sglang_benchmark_plots": False, "sglang_benchmark_state_dir": str(tmp_path / "state")}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
                            str(repo / "playbooks" / "benchmark.yml"), "-e", json.dumps(extra)], cwd=str(repo),
                           env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"),

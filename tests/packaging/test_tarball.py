@@ -76,7 +76,9 @@ def test_ansible_doc_documents_every_module_filter_and_role(installed):
     modules = _names("plugins/modules", "*.py")
     filters = _names("plugins/filter", "*.yml")          # one doc file per filter, next to its plugin
     roles = sorted(p.parent.parent.name for p in (REPO / "roles").glob("*/meta/argument_specs.yml"))
-    assert len(modules) == 4 and len(filters) == 22 and len(roles) == 6
+    # the sets are compared with what ansible-doc lists below (a filter without its .yml doc file is listed there too)
+    assert {"gpu_facts", "speculative_check", "serving_benchmark", "benchmark_report"} <= set(modules)
+    assert "sglang_launch" in filters and len(roles) == 6
     for kind, names in (("module", modules), ("filter", filters)):
         listed = json.loads(_run([BIN / "ansible-doc", "-t", kind, "-l", "llmops.sglang", "--json"], work, env))
         assert sorted(n.split(".")[-1] for n in listed) == names
@@ -101,7 +103,7 @@ def test_ansible_doc_documents_every_module_filter_and_role(installed):
 def test_every_playbook_passes_syntax_check_from_outside_the_repository(installed):
     _tarball, work, env, path = installed
     playbooks = sorted(p.stem for p in (REPO / "playbooks").glob("*.yml"))
-    assert "site" in playbooks and len(playbooks) == 7
+    assert {"site", "preflight", "host", "serve", "verify", "benchmark", "mtp_ab"} <= set(playbooks)
     inventory = path / "inventories/examples/h200/hosts.yml"      # shipped with the collection
     _run([BIN / "ansible-playbook", "-i", str(inventory), "--syntax-check"] + ["llmops.sglang." + p for p in playbooks], work, env)
     listing = _run([BIN / "ansible-playbook", "-i", str(inventory), "--list-tasks", "llmops.sglang.site"], work, env)

@@ -203,7 +203,7 @@ def test_secrets_stay_out_of_ansible_output_and_command_lines(serving, tmp_path)
     inv = inventory(tmp_path, {"sglang_server_api_key": FAKE_KEY, "sglang_server_hf_token": FAKE_TOKEN,
                                "sglang_benchmark_concurrency": [1], "sglang_benchmark_num_prompts": 2, "sglang_benchmark_warmup_requests": 0,
                                "sglang_benchmark_input_len": 32, "sglang_benchmark_output_len": 16, "sglang_benchmark_report_dir": str(reports),
-                               "sglang_benchmark_plots": False})
+                               "sglang_benchmark_plots": False, "sglang_benchmark_force": True})
     for name in ("serve.yml", "verify.yml", "benchmark.yml"):
         proc = playbook(inv, name, "-vvv")
         assert proc.returncode == 0, (name, proc.stdout[-3000:])
