@@ -207,6 +207,21 @@ RULES = {
     "sglang_benchmark_max_p99_ttft_ms": ("float", _between(0, float("inf"), True), "a gate in ms such as 2000, or null for none"),
     "sglang_benchmark_max_p99_tpot_ms": ("float", _between(0, float("inf"), True), "a gate in ms such as 50, or null for none"),
     "sglang_benchmark_min_accept_length": ("float", _at_least(1), "a gate >= 1 such as 1.5, or null for none"),
+    # sglang_benchmark: workloads, sampling, traffic shapes, SLOs, skip-if-unchanged, fleet report
+    "sglang_benchmark_workload_max_prompts": ("int", _at_least(1), "rows of a prompt file to ship, e.g. 2000"),
+    "sglang_benchmark_temperature": ("float", _at_least(0), "0 for greedy (bench_serving's default), e.g. 0.7 for sampling"),
+    "sglang_benchmark_top_p": ("float", _between(0, 1, True), "a fraction in (0, 1], 1.0 for no nucleus cut-off"),
+    "sglang_benchmark_burstiness": ("float", _between(0, float("inf"), True), "1.0 for Poisson arrivals, < 1 for bursts"),
+    "sglang_benchmark_trace_time_scale": ("float", _between(0, float("inf"), True), "1.0 replays the trace at its own speed"),
+    "sglang_benchmark_trace_block_size": ("int", _at_least(1), "tokens per hash_ids block, 512 for Mooncake traces"),
+    "sglang_benchmark_trace_max_requests": ("int", _at_least(0), "0 replays the whole trace"),
+    "sglang_benchmark_client_processes": ("int", _between(1, 64), "1, or up to the load generator's cores (at most 64)"),
+    "sglang_benchmark_slo_ttft_ms": ("float", _between(0, float("inf"), True), "a TTFT SLO in ms such as 2000, or null"),
+    "sglang_benchmark_slo_tpot_ms": ("float", _between(0, float("inf"), True), "a TPOT SLO in ms such as 50, or null"),
+    "sglang_benchmark_min_goodput": ("float", _between(0, float("inf"), True), "a gate in req/s such as 2.5, or null for none"),
+    "sglang_benchmark_min_goodput_fraction": ("float", _between(0, 1), "a fraction 0..1 such as 0.9, or null for none"),
+    "sglang_benchmark_max_age": ("int", _at_least(0), "seconds, e.g. 86400 (0: an unchanged result never expires)"),
+    "sglang_benchmark_fleet_threshold": ("float", _between(0, 1, False, True), "a fraction in [0, 1) such as 0.10"),
 }
 
 
