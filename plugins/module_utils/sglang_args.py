@@ -44,6 +44,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang_dest import (
     DestinationError,
     check_argv as dest_check_argv,
     check_text,
+    gpu_indices,
     image_reference,
 )
 
@@ -1193,13 +1194,10 @@ def render_container(launch, name, image, engine="podman", engine_bin=None, gpu_
         argv += ["--ulimit", str(limit)]
     if init:
         argv.append("--init")
-    indices = None
-    if gpus not in (None, "all", ["all"]):
-        items = gpus if isinstance(gpus, (list, tuple)) else str(gpus).split(",")
-        try:
-            indices = [int(str(i).strip()) for i in items]
-        except ValueError:
-            raise SGLangArgsError(var("gpus"), gpus, "must be 'all' or a list of GPU indices", "e.g. [0, 1, 2, 3]")
+    try:
+        indices = gpu_indices(gpus)
+    except ValueError:
+        raise SGLangArgsError(var("gpus"), gpus, "must be 'all' or a list of GPU indices", "e.g. [0, 1, 2, 3]")
     if gpu_mode == "cdi":
         for dev in (["all"] if indices is None else indices):
             argv += ["--device", "nvidia.com/gpu=%s" % dev]

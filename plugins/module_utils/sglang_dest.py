@@ -260,6 +260,18 @@ def _truthy(value):
     return str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
+def gpu_indices(gpus):
+    """``sglang_server_gpus`` as GPU indices: None for all GPUs (None, ``"all"``, ``["all"]``), else a list of ints.
+
+    :param gpus: ``"all"``, a list of indices (ints or digit strings) or a comma-separated string of them.
+    :raises ValueError: an item that is not a whole number.
+    """
+    if gpus in (None, "all", ["all"]):
+        return None
+    items = gpus if isinstance(gpus, (list, tuple)) else str(gpus).split(",")
+    return [int(str(i).strip()) for i in items]
+
+
 def check_gpus(gpus, gpu_count=None, gpu_mode="cdi", cdi_devices=None, variable="sglang_server_gpus"):
     """Check ``sglang_server_gpus`` against the host before the unit changes.
 
@@ -272,13 +284,11 @@ def check_gpus(gpus, gpu_count=None, gpu_mode="cdi", cdi_devices=None, variable=
     :raises DestinationError: not a list of indices, a duplicate, an index outside ``0..gpu_count-1``, or a CDI
         device the spec does not define (podman would fail with "unresolvable CDI devices" after the old server stopped).
     """
-    indices = None
-    if gpus not in (None, "all", ["all"]):
-        items = gpus if isinstance(gpus, (list, tuple)) else str(gpus).split(",")
-        try:
-            indices = [int(str(i).strip()) for i in items]
-        except ValueError:
-            raise DestinationError(variable, gpus, "must be 'all' or a list of GPU indices", "e.g. [0, 1, 2, 3]")
+    try:
+        indices = gpu_indices(gpus)
+    except ValueError:
+        raise DestinationError(variable, gpus, "must be 'all' or a list of GPU indices", "e.g. [0, 1, 2, 3]")
+    if indices is not None:
         if not indices or len(set(indices)) != len(indices) or min(indices) < 0:
             raise DestinationError(variable, gpus, "GPU indices must be a non-empty list of distinct indices >= 0", "e.g. [0, 1, 2, 3]")
         if gpu_count is not None and int(gpu_count) > 0 and max(indices) >= int(gpu_count):
