@@ -44,3 +44,16 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+# Tests that drive podman (the sandbox hosts, molecule, the sandbox image in check mode) share the one set of
+# sandbox containers and images: under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) they all go to
+# one worker, in file order, while the unit, contract, packaging and simulator tests spread over the others.
+_PODMAN_PATHS = ("tests/sandbox_e2e/", "tests/sandbox/tests/", "tests/unit/roles/test_sandbox_check_mode.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
+        if item.get_closest_marker("sandbox") or item.get_closest_marker("molecule") or rel.startswith(_PODMAN_PATHS):
+            item.add_marker(pytest.mark.xdist_group(name="podman"))
