@@ -35,9 +35,9 @@ import random
 import ssl
 import time
 
-from ansible_collections.llmops.sglang.plugins.module_utils import arrivals
+from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, conversations
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
-from ansible_collections.llmops.sglang.plugins.module_utils.workloads import row_messages, row_text, stratified
+from ansible_collections.llmops.sglang.plugins.module_utils.workloads import row_messages, row_text, row_turns, stratified
 from ansible_collections.llmops.sglang.plugins.module_utils.sse import SSEDecoder, generate_chunk_progress, parse_openai_chunk
 
 BACKEND_PATHS = {
@@ -149,16 +149,34 @@ class Prompt(object):
     count comes from the server's ``prompt_tokens``); ``output_len``: tokens to generate; ``category``: the workload
     row's category (reports only, never sent); ``messages``: OpenAI chat messages for the ``openai-chat`` backend
     (None: one user message with ``prompt``).
+
+    A multi-turn conversation (:mod:`conversations`) sets ``turns`` (list of str, the user turns in order) and
+    ``system`` (str or None); it is sent as ``len(turns)`` requests, one after the other, each with the history and the
+    server's previous answers (``prompt`` is then the first turn's text, for reports).
     """
 
-    __slots__ = ("prompt", "prompt_len", "output_len", "category", "messages")
+    __slots__ = ("prompt", "prompt_len", "output_len", "category", "messages", "turns", "system")
 
-    def __init__(self, prompt, prompt_len, output_len, category=None, messages=None):
+    def __init__(self, prompt, prompt_len, output_len, category=None, messages=None, turns=None, system=None):
         self.prompt = prompt
         self.prompt_len = prompt_len
         self.output_len = output_len
         self.category = category
         self.messages = messages
+        self.turns = turns
+        self.system = system
+
+    def requests(self):
+        """How many requests this prompt sends: its number of turns, or 1."""
+        return len(self.turns) if self.turns else 1
+
+    def turn_prompt(self, answers, chat):
+        """The :class:`Prompt` of turn ``len(answers)`` of this conversation (see :mod:`conversations`): chat messages
+        when ``chat`` (the ``openai-chat`` backend), else the plain-text history. Raises ValueError past the last turn."""
+        if chat:
+            msgs = conversations.turn_messages(self.system, self.turns, answers)
+            return Prompt(msgs[-1]["content"], 0, self.output_len, self.category, messages=msgs)
+        return Prompt(conversations.turn_text(self.system, self.turns, answers), 0, self.output_len, self.category)
 
 
 def _lengths(rng, n, length, ratio, name):
@@ -211,6 +229,25 @@ def workload_prompts(rows, num_prompts, output_len, seed, backend):
     for row in stratified(rows, num_prompts, seed):
         out.append(Prompt(row_text(row), 0, row.get("output_len") or output_len, category=row["category"],
                           messages=row_messages(row) if backend == "openai-chat" else None))
+    return out
+
+
+def conversation_prompts(rows, num_conversations, output_len, seed, max_turns=0):
+    """Multi-turn conversations for one level: ``num_conversations`` rows picked as :func:`workload_prompts` picks them
+    (a seeded round-robin over the categories), each a :class:`Prompt` with the row's user turns (at most
+    ``max_turns``, 0 = all), its system prompt, and the row's ``output_len`` or ``output_len`` for every turn.
+    Raises BenchError for num_conversations < 1, output_len < 1 or max_turns < 0."""
+    if num_conversations < 1:
+        raise BenchError("num_prompts must be >= 1 conversation, got %r" % (num_conversations,))
+    if output_len < 1:
+        raise BenchError("output_len must be >= 1 token, got %r" % (output_len,))
+    if max_turns is None or max_turns < 0:
+        raise BenchError("multi_turn_max_turns must be >= 0 (0 = every turn), got %r" % (max_turns,))
+    out = []
+    for row in stratified(rows, num_conversations, seed):
+        turns = row_turns(row, max_turns)
+        out.append(Prompt(turns[0], 0, row.get("output_len") or output_len, category=row["category"], turns=turns,
+                          system=row.get("system")))
     return out
 
 
@@ -281,6 +318,7 @@ class _Stream(asyncio.Protocol):
         self.closed = False
         self.timed_out = False    # failed by a stall, request or connect timeout (the server kept it waiting)
         self.generate = target.backend == "sglang"
+        self.keep_text = target.keep_text
 
     # -- asyncio callbacks -------------------------------------------------------------------
     def connection_made(self, transport):
@@ -457,7 +495,7 @@ class _Stream(asyncio.Protocol):
                 self.r.spec_verify_ct = svc
             if isinstance(meta.get("prompt_tokens"), int) and meta["prompt_tokens"] > 0:
                 self.r.prompt_len = meta["prompt_tokens"]
-            if self.t.keep_text and ch.text is not None:
+            if self.keep_text and ch.text is not None:
                 self.r.generated_text = ch.text
 
     def _openai_event(self, payload, now):
@@ -473,7 +511,7 @@ class _Stream(asyncio.Protocol):
             self._fail("error chunk after %d chunks: %s" % (self.nchunks, ch.error), now)
             return
         if ch.text:
-            if self.t.keep_text:
+            if self.keep_text:
                 self.r.generated_text += ch.text
             if self.r.ttft == 0.0:
                 self.r.ttft = now - self.start
@@ -561,7 +599,7 @@ class _Runner(object):
         self.consecutive_timeouts = 0    # stalls/timeouts among the consecutive failures
         self.abort_reason = ""
 
-    async def one(self, prompt, body):
+    async def one(self, prompt, body, keep_text=False):
         t = self.t
         loop = asyncio.get_running_loop() if hasattr(asyncio, "get_running_loop") else asyncio.get_event_loop()
         r = RequestResult(prompt_len=prompt.prompt_len)
@@ -573,6 +611,7 @@ class _Runner(object):
         r.start_time = start
         done = loop.create_future()
         proto = _Stream(t, r, start, done, request)
+        proto.keep_text = proto.keep_text or keep_text
         self.active.add(proto)
         try:
             connect = loop.create_connection(lambda: proto, t.host, t.port, ssl=t.ssl,
@@ -612,18 +651,13 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
     # A whole wave of in-flight requests (at least 2) timing out in a row ends the run early: at concurrency 1
     # that is 2 x stall_timeout instead of abort_after x stall_timeout.
     timeout_abort = min(abort_after or 0, max(2, max_concurrency or len(prompts)))
-    bodies = [request_body(target, p) for p in prompts]
+    bodies = [request_body(target, p) if not p.turns else None for p in prompts]
     sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     results = [None] * len(prompts)
     wd = asyncio.ensure_future(runner.watchdog())
+    chat = target.backend == "openai-chat"
 
-    async def limited(i):
-        if sem is None:
-            res = await runner.one(prompts[i], bodies[i])
-        else:
-            async with sem:
-                res = await runner.one(prompts[i], bodies[i])
-        results[i] = res
+    def after(i, res):
         if abort_after and not runner.abort_reason:
             if runner.consecutive_failures >= abort_after:
                 runner.abort_reason = ("not sent: the run was aborted after %d consecutive failed requests (last: %s)"
@@ -634,6 +668,44 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
                                        "successful request in between (last: %s)" % (runner.consecutive_timeouts, res.error))
         if progress is not None:
             progress(i, res)
+
+    async def conversation(i):
+        # the turns of one conversation, in order; the caller holds its concurrency slot throughout (bench_serving's
+        # multi-turn semaphore), so max_concurrency counts conversations in flight
+        conv = prompts[i]
+        answers = []
+        out = []
+        broken = ""
+        for k in range(len(conv.turns)):
+            if runner.abort_reason or broken:
+                res = RequestResult(error=runner.abort_reason or broken, conversation=i, turn=k + 1)
+            else:
+                tp = conv.turn_prompt(answers, chat)
+                res = await runner.one(tp, request_body(target, tp), keep_text=True)
+                res.conversation, res.turn = i, k + 1
+                answers.append(res.generated_text)
+                if not target.keep_text:
+                    res.generated_text = ""
+                if not res.success:
+                    broken = "not sent: turn %d of this conversation failed (%s)" % (k + 1, res.error)
+            out.append(res)
+            after(i, res)
+            results[i] = out
+        return out
+
+    async def limited(i):
+        if sem is not None:
+            await sem.acquire()
+        try:
+            if prompts[i].turns:
+                await conversation(i)
+                return
+            res = await runner.one(prompts[i], bodies[i])
+        finally:
+            if sem is not None:
+                sem.release()
+        results[i] = res
+        after(i, res)
 
     if start is None:
         start = time.perf_counter()
@@ -657,10 +729,25 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
         for tsk in tasks:
             if not tsk.done():
                 tsk.cancel()
-    for i, res in enumerate(results):
-        if res is None:
-            results[i] = RequestResult(prompt_len=prompts[i].prompt_len, error=runner.abort_reason or "not sent")
-    return results, duration
+    return flatten(prompts, results, runner.abort_reason or "not sent"), duration
+
+
+def flatten(prompts, results, reason):
+    """One :class:`RequestResult` per request, in prompt order, a conversation's turns in turn order.
+
+    ``results[i]`` is a RequestResult, a list of them (the turns a conversation sent), or None (not sent); the turns
+    that have none get a failed result with ``reason``, so the list always has ``sum(p.requests())`` entries."""
+    flat = []
+    for i, p in enumerate(prompts):
+        res = results[i]
+        if p.turns:
+            got = list(res or [])
+            for k in range(len(got), len(p.turns)):
+                got.append(RequestResult(error=reason, conversation=i, turn=k + 1))
+            flat.extend(got)
+        else:
+            flat.append(res if res is not None else RequestResult(prompt_len=p.prompt_len, error=reason))
+    return flat
 
 
 def send_offsets(n, request_rate=None, burstiness=1.0, seed=1, arrival_offsets=None):
@@ -681,6 +768,11 @@ def send_offsets(n, request_rate=None, burstiness=1.0, seed=1, arrival_offsets=N
 def run_benchmark(target, prompts, max_concurrency=None, request_rate=None, warmup_prompts=None, seed=1,
                   abort_after_failures=0, progress=None, burstiness=1.0, arrival_offsets=None, start=None):
     """Send ``prompts`` to ``target`` and return ``(results, duration_s, warmup_results)``.
+
+    ``results`` has one :class:`RequestResult` per request (:func:`flatten`): a multi-turn conversation (a Prompt with
+    ``turns``) sends its turns one after the other, holds one ``max_concurrency`` slot and one arrival for all of them,
+    and gives one result per turn (``conversation`` and ``turn`` set); a turn that fails ends its conversation (the
+    later turns are failed results saying so).
 
     Args:
       target (Target): server, backend and timeouts.

@@ -20,6 +20,8 @@ per-request records, in the original request order, *before* any metric is compu
 * ``duration`` is from the shared start to the end of the last request of any worker, as
   bench_serving measures it. Warm-up requests are sent by the parent before the workers start.
 * ``abort_after_failures`` counts consecutive failures per worker.
+* A multi-turn conversation (a prompt with ``turns``) is dealt whole to one worker: its turns depend on each other's
+  answers. Its records come back in turn order and are merged under its prompt index (:func:`merge_share`).
 
 Needs the ``fork`` start method (Linux, the targets this collection supports): a worker inherits the
 module's code and arguments without pickling them, and leaves with ``os._exit`` (multiprocessing does
@@ -63,6 +65,27 @@ def _worker(conn, target, prompts, limit, offsets, start, abort_after):
         conn.close()
 
 
+def merge_share(per_prompt, prompts, share, payload):
+    """Put one worker's flat records (``RequestResult.as_dict()``, in its prompts' order, a conversation's turns in a
+    row) back under their prompt indices: ``per_prompt[i]`` becomes the list of prompt ``i``'s RequestResults
+    (``prompts[i].requests()`` of them), with ``conversation`` renumbered from the worker's index to ``i``.
+    Raises ValueError when the payload does not hold exactly the requests of ``share``."""
+    pos = 0
+    for i in share:
+        n = prompts[i].requests()
+        chunk = payload[pos:pos + n]
+        if len(chunk) != n:
+            raise ValueError("returned %d records for %d requests" % (len(payload), sum(prompts[x].requests() for x in share)))
+        rs = [RequestResult(**d) for d in chunk]
+        for r in rs:
+            if r.conversation is not None:
+                r.conversation = i
+        per_prompt[i] = rs
+        pos += n
+    if pos != len(payload):
+        raise ValueError("returned %d records for %d requests" % (len(payload), pos))
+
+
 def run_benchmark_processes(target, prompts, processes=1, max_concurrency=None, request_rate=None, burstiness=1.0,
                             arrival_offsets=None, warmup_prompts=None, seed=1, abort_after_failures=0):
     """Like :func:`bench_client.run_benchmark`, the load split over ``processes`` forked workers.
@@ -104,7 +127,7 @@ def run_benchmark_processes(target, prompts, processes=1, max_concurrency=None, 
         proc.start()
         child_conn.close()
         workers.append((k, proc, parent_conn))
-    results = [None] * len(prompts)
+    per_prompt = [None] * len(prompts)
     problems = []
     for k, proc, conn in workers:
         try:
@@ -115,10 +138,13 @@ def run_benchmark_processes(target, prompts, processes=1, max_concurrency=None, 
         if status != "ok":
             problems.append("client process %d: %s" % (k, payload))
             continue
-        for i, d in zip(shares[k], payload):
-            results[i] = RequestResult(**d)
+        try:
+            merge_share(per_prompt, prompts, shares[k], payload)
+        except ValueError as exc:
+            problems.append("client process %d: %s" % (k, exc))
     if problems:
         raise bench_client.BenchError("; ".join(problems))
+    results = [r for rs in per_prompt for r in rs]
     ends = [r.start_time + r.latency for r in results if r.start_time]
     duration = (max(ends) if ends else time.perf_counter()) - start
     return results, max(duration, 1e-9), warm

@@ -89,14 +89,17 @@ class RequestResult(object):
       status (int or None): HTTP status code, when one was received.
       final_meta (dict or None): the ``meta_info`` of the finishing /generate chunk.
       generated_text (str): the output text, kept only when the client was asked to (``Target.keep_text``).
+      conversation (int or None): index of the conversation (the level's prompt index) in a multi-turn run.
+      turn (int or None): 1-based turn of that conversation; None for single-turn requests.
     """
 
     __slots__ = ("success", "prompt_len", "output_len", "start_time", "ttft", "latency", "itl", "error",
                  "spec_verify_ct", "status", "final_meta",
-                 "generated_text")
+                 "generated_text", "conversation", "turn")
 
     def __init__(self, prompt_len=0, output_len=0, success=False, start_time=0.0, ttft=0.0, latency=0.0,
-                 itl=None, error="", spec_verify_ct=None, status=None, final_meta=None, generated_text=""):
+                 itl=None, error="", spec_verify_ct=None, status=None, final_meta=None, generated_text="",
+                 conversation=None, turn=None):
         self.success = success
         self.prompt_len = prompt_len
         self.output_len = output_len
@@ -109,6 +112,8 @@ class RequestResult(object):
         self.status = status
         self.final_meta = final_meta
         self.generated_text = generated_text
+        self.conversation = conversation
+        self.turn = turn
 
     def as_dict(self):
         """A JSON-serialisable dict of all fields (times in seconds)."""

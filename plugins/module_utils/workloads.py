@@ -8,9 +8,13 @@ module on the load generator). A *row* is a plain dict, the shape that travels f
 generator as module data::
 
     {"prompt": "text" | None, "messages": [{"role": "user", "content": "..."}] | None,
-     "category": "coding", "output_len": 256 | None, "source": "file.jsonl:12"}
+     "category": "coding", "output_len": 256 | None, "source": "file.jsonl:12",
+     "turns": ["first user turn", "second user turn", ...], "system": "system prompt" | None}
 
-Exactly one of ``prompt`` / ``messages`` is set. ``output_len`` (tokens) is None when the row did not give one (the
+Exactly one of ``prompt`` / ``messages`` is set. ``turns`` lists the row's user turns in order (one for a ``prompt``
+row) and ``system`` its system prompt (OpenAI ``system`` messages joined by blank lines, ShareGPT ``system`` turns or
+a top-level ``system`` key); the multi-turn replay (:mod:`conversations`) sends them turn by turn with the server's
+own answers in place of the file's assistant turns. ``output_len`` (tokens) is None when the row did not give one (the
 benchmark's ``output_len`` applies). ``source`` names the file and line the row came from (``builtin:<n>`` for the
 built-in set).
 
@@ -18,11 +22,13 @@ File formats (one file may mix row shapes; the shape is decided per row):
 
 * ShareGPT JSON (``sharegpt_*.json``, as ``sglang.bench_serving --dataset-name sharegpt`` reads it): a JSON array of
   ``{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}, ...]}``; the prompt is the
-  first ``human``/``user`` turn (bench_serving uses the first turn too).
+  first ``human``/``user`` turn (bench_serving uses the first turn too); every ``human``/``user`` turn is a turn of
+  the multi-turn replay.
 * JSONL (or a JSON array) of ``{"prompt": "..."}`` or OpenAI ``{"messages": [{"role", "content"}, ...]}`` rows (the
   chat backend sends the messages as they are; ``/generate`` sends their contents joined by blank lines).
 * Question files (MT-Bench ``question.jsonl``, SPEED-Bench's qualitative split exported as JSONL):
-  ``{"category": "...", "turns": ["first turn", ...]}``; the first turn is the prompt (multi-turn replay is not done).
+  ``{"category": "...", "turns": ["first turn", ...]}``; the first turn is the prompt, and every turn a turn of the
+  multi-turn replay.
 
 Every row may carry ``category`` (str) and ``output_len`` (int >= 1). A workload spec is a file, a directory (its
 ``*.json``/``*.jsonl`` files, sorted, not recursive) or a glob. Every problem raises :class:`WorkloadError` naming the
@@ -76,6 +82,8 @@ def parse_row(obj, path, line):
                          "write one object per row with %s" % _ROW_SHAPES)
     prompt = None
     messages = None
+    turns = None
+    system = []
     if "prompt" in obj:
         prompt = obj["prompt"]
         if not isinstance(prompt, str) or not prompt.strip():
@@ -94,10 +102,16 @@ def parse_row(obj, path, line):
             messages = messages[:-1]
         if not any(m["role"] == "user" and m["content"].strip() for m in messages):
             raise _row_error(path, line, "'messages' has no non-empty user message", "add the user turn the model should answer")
+        turns = [m["content"] for m in messages if m["role"] == "user" and m["content"].strip()]
+        system = [m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip()]
     elif "conversations" in obj:
         conv = obj["conversations"]
         if not isinstance(conv, list):
             raise _row_error(path, line, "'conversations' must be a list of {from, value}", "use the ShareGPT format")
+        turns = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") in ("human", "user")
+                 and isinstance(t.get("value"), str) and t["value"].strip()]
+        system = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") == "system"
+                  and isinstance(t.get("value"), str) and t["value"].strip()]
         for turn in conv:
             if isinstance(turn, dict) and turn.get("from") in ("human", "user") and isinstance(turn.get("value"), str):
                 prompt = turn["value"]
@@ -110,7 +124,11 @@ def parse_row(obj, path, line):
         if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
             raise _row_error(path, line, "'turns' must be a non-empty list whose first item is the question text",
                              "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\"]}")
+        if not all(isinstance(t, str) for t in turns):
+            raise _row_error(path, line, "'turns' must be a list of strings (one per user turn)",
+                             "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\", \"...\"]}")
         prompt = turns[0]
+        turns = [t for t in turns if t.strip()]
     else:
         raise _row_error(path, line, "row without a prompt (keys: %s)" % (", ".join(sorted(obj)) or "none"),
                          "give each row one of %s" % _ROW_SHAPES)
@@ -126,8 +144,21 @@ def parse_row(obj, path, line):
     if out_len is not None and (isinstance(out_len, bool) or not isinstance(out_len, int) or out_len < 1):
         raise _row_error(path, line, "'output_len' must be an integer >= 1 (tokens), got %r" % (out_len,),
                          "give a token count or drop the key (the benchmark's output_len applies)")
+    top_system = obj.get("system")
+    if top_system is not None:
+        if not isinstance(top_system, str):
+            raise _row_error(path, line, "'system' must be a string (the system prompt), got %s" % type(top_system).__name__,
+                             "give the system prompt as text or drop the key")
+        if top_system.strip():
+            system.insert(0, top_system)
+    if turns is None:
+        turns = [prompt]
+    if sum(len(t) for t in turns) + sum(len(t) for t in system) > MAX_PROMPT_CHARS:
+        raise _row_error(path, line, "the conversation's turns have more than %d characters" % MAX_PROMPT_CHARS,
+                         "shorten it (the load generator receives every prompt as module data)")
     return {"prompt": prompt, "messages": messages, "category": category.strip(), "output_len": out_len,
-            "source": "%s:%d" % (os.path.basename(path), line) if line else os.path.basename(path)}
+            "source": "%s:%d" % (os.path.basename(path), line) if line else os.path.basename(path),
+            "turns": turns, "system": "\n\n".join(system) if system else None}
 
 
 def _line_of(text, pos):
@@ -319,8 +350,15 @@ def validate_rows(rows, what="prompts"):
         src = r.get("source") or "%s[%d]" % (what, i)
         if r.get("prompt") is None and r.get("messages") is None:
             raise WorkloadError("%s[%d] (%s): row without a prompt; give 'prompt' or 'messages'" % (what, i, src))
-        row = parse_row(dict((k, v) for k, v in r.items() if v is not None and k != "source"), src, 0)
+        row = parse_row(dict((k, v) for k, v in r.items() if v is not None and k not in ("source", "turns")), src, 0)
         row["source"] = src
+        turns = r.get("turns")
+        if turns is not None:
+            if (not isinstance(turns, list) or not turns
+                    or not all(isinstance(t, str) and t.strip() for t in turns)):
+                raise WorkloadError("%s[%d] (%s): 'turns' must be a non-empty list of non-empty strings (the user turns in "
+                                    "order), got %r" % (what, i, src, str(turns)[:80]))
+            row["turns"] = list(turns)
         out.append(row)
     return out
 
@@ -331,6 +369,12 @@ def row_text(row):
     if row.get("prompt") is not None:
         return row["prompt"]
     return "\n\n".join(m["content"] for m in row["messages"] if m["content"])
+
+
+def row_turns(row, max_turns=0):
+    """The row's user turns (list of str, in order), at most ``max_turns`` of them (0 = all)."""
+    turns = row.get("turns") or [row_text(row)]
+    return list(turns[:max_turns] if max_turns and max_turns > 0 else turns)
 
 
 def row_messages(row):

@@ -83,6 +83,31 @@ options:
         from a file O(workload); give it directly only to send prompts built elsewhere (O(workload) then names them).
     type: list
     elements: dict
+  multi_turn:
+    description:
+      - Replay the conversations of a prompt-file workload turn by turn. ShareGPT C(conversations) (every C(human) turn),
+        OpenAI C(messages) (every C(user) message; C(system) messages are the system prompt) and question files
+        (every item of C(turns)) become conversations. Each next user turn is sent after the previous turn's answer
+        has ended, with the earlier user turns and the server's own answers (not the file's assistant turns). The
+        prompt then grows as in production chat traffic, and the server's prefix (radix) cache sees the shared history.
+      - C(openai-chat) sends the history as a messages list, and the server applies the chat template. C(sglang)
+        (C(/generate)) and C(openai) (C(/v1/completions)) send it as text joined by blank lines, as they send
+        C(messages) rows, without a chat template.
+      - As C(bench_serving)'s multi-turn mode (SGLang 0.5.10, C(--gsp-num-turns)), a level's O(num_prompts) counts
+        conversations. O(max_concurrency) counts conversations in flight (a conversation keeps its slot until its last
+        turn). O(request_rate) spaces the conversations' first turns. Every metric is per request (turn). Records carry
+        C(multi_turn), C(conversations), C(requests) and C(by_turn), the per-turn statistics with the server's prompt
+        tokens and prefix-cache hits. O(output_details) lists C(conversation_ids) and C(turn_indices).
+      - A turn that fails ends its conversation. Its later turns count as failed, with that reason.
+      - Needs a prompt-file workload (or O(prompts)). Not with C(random-ids), C(builtin), C(auto), O(trace) or
+        O(shared_prefix).
+    type: bool
+    default: false
+  multi_turn_max_turns:
+    description: With O(multi_turn), send at most this many user turns of each conversation (0 = all). Long ShareGPT
+      conversations otherwise grow past the model's context.
+    type: int
+    default: 8
   temperature:
     description: Sampling temperature of every request (0 = greedy, as bench_serving). Recorded per level.
     type: float
@@ -373,6 +398,16 @@ EXAMPLES = r"""
     gates:
       min_goodput_fraction: 0.95
 
+- name: Chat traffic - ShareGPT conversations sent turn by turn (up to 4 turns), 16 conversations in flight
+  llmops.sglang.serving_benchmark:
+    workload: "{{ playbook_dir }}/data/sharegpt_sample.json"
+    backend: openai-chat
+    multi_turn: true
+    multi_turn_max_turns: 4
+    max_concurrency: [16]
+    num_prompts: 64
+    output_len: 256
+
 - name: Shared system prompts (8 groups x 32 requests, 2048-token system prompt), bursty arrivals, two client processes
   llmops.sglang.serving_benchmark:
     shared_prefix:
@@ -409,6 +444,10 @@ records:
       C(run_id), C(url), C(speculative) and C(started_at). Also returned when the task fails.
     - C(error_kinds) lists the first distinct errors with their counts, C([{error, count}]). The key C(errors) is left to
       bench_serving's per-request list (O(output_details)).
+    - "Multi-turn keys: C(multi_turn) (bool), C(multi_turn_max_turns), C(conversations) (conversations sent),
+      C(requests) (turns, the requests the metrics count) and C(by_turn) (one dict per turn index - C(turn),
+      C(requests), C(completed), C(mean_prompt_tokens), C(mean_ttft_ms), C(median_ttft_ms), C(mean_e2e_latency_ms),
+      C(cached_tokens), C(cached_fraction)). Without O(multi_turn) C(multi_turn) is false and the others are null."
     - "Traffic and SLO keys: C(dataset_name) (C(random-ids), C(generated-shared-prefix) or C(mooncake)); C(arrival)
       (C(all-at-once), C(poisson), C(gamma) or C(trace)); C(burstiness); C(trace_time_scale); C(cached_tokens) (sum of
       C(meta_info.cached_tokens), the server's prefix-cache hits, null when not reported); C(slo) (the thresholds, ms);
@@ -482,7 +521,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils import arrivals, bench_client, bench_multi, bench_plan, shared_prefix, traces
+from ansible_collections.llmops.sglang.plugins.module_utils import (
+    arrivals, bench_client, bench_multi, bench_plan, conversations, shared_prefix, traces,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
     ReportError, check_gates, gate_option_spec, jsonl_line, make_record, markdown_table, summary_rows,
 )
@@ -578,6 +619,17 @@ def validate_traffic(params):
     cp = params.get("client_processes", 1)
     if cp is None or cp < 1 or cp > 64:
         errs.append("client_processes=%r: must be within [1, 64] (1 = one asyncio process)" % (cp,))
+    if params.get("multi_turn"):
+        if params.get("workload") in workloads.NAMED_WORKLOADS and not params.get("prompts"):
+            errs.append("multi_turn=true replays the conversations of a prompt file, but workload=%s has none (random-ids "
+                        "and builtin are single prompts); set workload to a ShareGPT, messages or question file, or set "
+                        "multi_turn=false" % params.get("workload"))
+        if params.get("trace") or params.get("shared_prefix"):
+            errs.append("multi_turn=true and %s are two workloads; set one of them"
+                        % ("trace" if params.get("trace") else "shared_prefix"))
+    mt = params.get("multi_turn_max_turns", 0)
+    if mt is None or mt < 0:
+        errs.append("multi_turn_max_turns=%r: must be >= 0 (0 = every turn of each conversation)" % (mt,))
     if params.get("output_details") and not params.get("output_file"):
         errs.append("output_details=true writes the per-request lists into output_file, which is not set; set output_file")
     return errs
@@ -704,14 +756,17 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
                 # like bench_serving's warm-up: the prompt length of the run, at most 32 output tokens
                 warm = bench_client.make_prompts(params["warmup_requests"], params["input_len"], min(params["output_len"], 32),
                                                  params["range_ratio"], seed + 7919, text=text)
+        elif params.get("multi_turn"):
+            prompts, offsets, dataset = (bench_client.conversation_prompts(rows, lv["num_prompts"], params["output_len"], seed,
+                                                                           params.get("multi_turn_max_turns") or 0), None, name)
         else:
             prompts, offsets, dataset = (bench_client.workload_prompts(rows, lv["num_prompts"], params["output_len"], seed,
                                                                        params["backend"]), None, name)
-            if params["warmup_requests"]:
-                warm = bench_client.workload_prompts(rows, params["warmup_requests"], params["output_len"], seed + 7919,
-                                                     params["backend"])
-                for w in warm:
-                    w.output_len = min(w.output_len, 32)
+        if rows is not None and params["warmup_requests"]:
+            warm = bench_client.workload_prompts(rows, params["warmup_requests"], params["output_len"], seed + 7919,
+                                                 params["backend"])
+            for w in warm:
+                w.output_len = min(w.output_len, 32)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results, duration, _warm = bench_multi.run_benchmark_processes(
             target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
@@ -720,6 +775,9 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
         metrics = level_metrics(results, duration, slo=slo)
         if details is not None:
             details.append(output_details(results))
+            if params.get("multi_turn"):
+                details[-1]["conversation_ids"] = [r.conversation for r in results]
+                details[-1]["turn_indices"] = [r.turn for r in results]
         kind = arrival_kind(params, lv, trace_records)
         config = {"backend": params["backend"], "max_concurrency": lv["max_concurrency"], "request_rate": lv["request_rate"],
                   "random_input_len": params["input_len"], "random_output_len": params["output_len"],
@@ -730,7 +788,9 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
                   "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
         meta = {"level": level_no, "label": params["label"], "run_id": params["run_id"],
                 "url": params["url"], "speculative": speculative, "started_at": started}
-        meta.update(workload_fields(name, rows, params, prompts, results, duration, speculative, metrics))
+        per_request = [p for p in prompts for _k in range(p.requests())]
+        meta.update(workload_fields(name, rows, params, per_request, results, duration, speculative, metrics))
+        meta.update(multi_turn_fields(params, prompts, results))
         rec = make_record(metrics, config, server_info=server_info or None, meta=meta)
         records.append(rec)
         for e in metrics["error_kinds"]:
@@ -740,6 +800,14 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
             module_log("serving_benchmark level %d: %d ok, %d failed, %.1f tok/s" % (
                 level_no, metrics["completed"], metrics["failed"], metrics["output_throughput"]))
     return records, first_errors
+
+
+def multi_turn_fields(params, prompts, results):
+    """The multi-turn keys of a record (see RETURN): all null but ``multi_turn`` (false) without it."""
+    if not params.get("multi_turn"):
+        return {"multi_turn": False, "multi_turn_max_turns": None, "conversations": None, "requests": None, "by_turn": None}
+    return {"multi_turn": True, "multi_turn_max_turns": params.get("multi_turn_max_turns") or 0,
+            "conversations": len(prompts), "requests": len(results), "by_turn": conversations.by_turn(results)}
 
 
 def append_jsonl(path, records, details=None):
@@ -790,6 +858,8 @@ def main():
                 e2e_latency_ms=dict(type="float"),
             )),
             client_processes=dict(type="int", default=1),
+            multi_turn=dict(type="bool", default=False),
+            multi_turn_max_turns=dict(type="int", default=8),
             warmup_requests=dict(type="int", default=1),
             seed=dict(type="int", default=1),
             timeout=dict(type="float", default=1800),

@@ -45,7 +45,7 @@ def test_question_file_mt_bench_shape(tmp_path):
     text = json.dumps({"question_id": 81, "category": "writing", "turns": ["Compose a travel blog post.", "Rewrite it."]}) + "\n"
     rows = wl.load_file(_write(tmp_path, "question.jsonl", text))
     assert rows == [{"prompt": "Compose a travel blog post.", "messages": None, "category": "writing", "output_len": None,
-                     "source": "question.jsonl:1"}]
+                     "source": "question.jsonl:1", "turns": ["Compose a travel blog post.", "Rewrite it."], "system": None}]
 
 
 @pytest.mark.parametrize("name, text, expect", [
