@@ -205,3 +205,49 @@ def test_role_replays_a_controller_trace_with_goodput(sglang_sim, tmp_path):
     rec = json.loads((reports / "simhost" / "trace" / "results.jsonl").read_text().splitlines()[0])
     assert rec["request_rate"] == "trace" and rec["completed"] == 5 and rec["num_prompts"] == 5
     assert rec["dataset_name"] == "mooncake" and rec["trace_time_scale"] == 0.5 and rec["goodput_completed"] == 5
+
+
+def test_multi_turn_conversations_hit_the_prefix_cache_more_with_each_turn(sglang_sim, capsys, tmp_path):
+    """Two 3-turn conversations, one at a time, on /generate: turn k+1's text starts with turn k's whole prompt, so the
+    simulator's prefix cache (16-token pages, prompt pages only) serves 16 * floor(P_k / 16) of it, P_k being turn k's
+    prompt tokens as the server counted them; turn 1 finds nothing."""
+    import json
+
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
+
+    srv = sglang_sim(["--enable-metrics"], instant=True)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+    rows = []
+    for c, cat in enumerate(("support", "coding")):
+        system = " ".join("%s%d" % (w, c) for w in words * 2)              # 32 tokens
+        turns = [" ".join("%s%d%d" % (w, c, t) for w in words) for t in range(3)]   # 16 tokens each
+        rows.append({"prompt": turns[0], "category": cat, "turns": turns, "system": system, "source": "conv.jsonl:%d" % (c + 1)})
+    before = _counter(srv, "sglang:cached_tokens_total")
+    dest = tmp_path / "out.jsonl"
+    args = {"url": srv.url, "workload": "conv.jsonl", "prompts": rows, "multi_turn": True, "num_prompts": 2,
+            "max_concurrency": [1], "output_len": 24, "warmup_requests": 0, "output_file": str(dest), "output_details": True}
+    with patch_module_args(dict(args, _ansible_remote_tmp="/tmp", _ansible_keep_remote_files=False)):
+        with pytest.raises(SystemExit):
+            serving_benchmark.main()
+    out = json.loads(capsys.readouterr().out)
+    assert not out.get("failed"), out.get("msg")
+    rec = out["records"][0]
+    assert rec["multi_turn"] is True and rec["conversations"] == 2 and rec["requests"] == 6 and rec["completed"] == 6
+    line = json.loads(dest.read_text().splitlines()[0])
+    convs, turns, lens = line["conversation_ids"], line["turn_indices"], line["input_lens"]
+    assert turns == [1, 2, 3, 1, 2, 3] and convs == [0, 0, 0, 1, 1, 1]
+    assert lens[0] == lens[3] == 48                                        # system 32 + first turn 16
+    expected = []
+    for i, t in enumerate(turns):
+        expected.append(0 if t == 1 else 16 * (lens[i - 1] // 16))
+    by_turn = rec["by_turn"]
+    assert [b["turn"] for b in by_turn] == [1, 2, 3]
+    assert [b["cached_tokens"] for b in by_turn] == [expected[0] + expected[3], expected[1] + expected[4],
+                                                     expected[2] + expected[5]]
+    assert by_turn[1]["cached_tokens"] == 2 * 48
+    fractions = [b["cached_fraction"] for b in by_turn]
+    assert fractions[0] == 0.0 and fractions[0] < fractions[1] < fractions[2]
+    assert rec["cached_tokens"] == sum(expected) == _counter(srv, "sglang:cached_tokens_total") - before
+    # the prompt grows by the previous answer (24 generated tokens, counted by the server) and the next 16-token turn
+    assert lens[1] > lens[0] + 16 and lens[2] > lens[1] + 16
