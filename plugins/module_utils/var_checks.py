@@ -216,6 +216,7 @@ RULES = {
     "sglang_benchmark_trace_block_size": ("int", _at_least(1), "tokens per hash_ids block, 512 for Mooncake traces"),
     "sglang_benchmark_trace_max_requests": ("int", _at_least(0), "0 replays the whole trace"),
     "sglang_benchmark_client_processes": ("int", _between(1, 64), "1, or up to the load generator's cores (at most 64)"),
+    "sglang_benchmark_multi_turn_max_turns": ("int", _at_least(0), "user turns per conversation, e.g. 8 (0 = all)"),
     "sglang_benchmark_slo_ttft_ms": ("float", _between(0, float("inf"), True), "a TTFT SLO in ms such as 2000, or null"),
     "sglang_benchmark_slo_tpot_ms": ("float", _between(0, float("inf"), True), "a TPOT SLO in ms such as 50, or null"),
     "sglang_benchmark_min_goodput": ("float", _between(0, float("inf"), True), "a gate in req/s such as 2.5, or null for none"),

@@ -53,6 +53,7 @@ BAD_VARIABLES = [
     ("sglang_benchmark_burstiness", 0, "must be in (0, inf]"),
     ("sglang_benchmark_trace_time_scale", -1, "must be in (0, inf]"),
     ("sglang_benchmark_client_processes", 65, "must be in [1, 64]"),
+    ("sglang_benchmark_multi_turn_max_turns", -1, "must be at least 0"),
     ("sglang_benchmark_slo_tpot_ms", 0, "must be in (0, inf]"),
     ("sglang_benchmark_min_goodput_fraction", 1.5, "must be in [0, 1]"),
     ("sglang_benchmark_max_age", -1, "must be at least 0"),

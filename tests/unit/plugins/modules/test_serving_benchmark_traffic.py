@@ -134,6 +134,11 @@ def test_goodput_gate_fails_the_task(capsys, server_info, fake_load):
     ({"client_processes": 0}, "client_processes=0"),
     ({"output_details": True}, "output_details=true writes the per-request lists into output_file"),
     ({"gates": {"min_goodput_fraction": 1.5}}, "gates.min_goodput_fraction=1.5"),
+    ({"multi_turn": True}, "multi_turn=true replays the conversations of a prompt file, but workload=random-ids has none"),
+    ({"multi_turn": True, "workload": "builtin"}, "but workload=builtin has none"),
+    ({"multi_turn": True, "trace": TRACE, "workload": "c.jsonl", "prompts": [{"prompt": "p"}]},
+     "multi_turn=true and trace are two workloads"),
+    ({"multi_turn_max_turns": -2}, "multi_turn_max_turns=-2: must be >= 0"),
 ])
 def test_bad_traffic_options_fail_before_any_request(capsys, server_info, fake_load, args, words):
     out = run(capsys, args)
