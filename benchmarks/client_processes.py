@@ -11,8 +11,17 @@ average before and after (the build machines are shared: read the numbers with i
 With one simulator process (itself one asyncio loop) the achieved tok/s stops growing once the simulator saturates
 its core; the client capacity column is then the figure that shows the client's scaling.
 
+A second part (the equality check) sends the same load shape to a real-time simulator (timed decode steps, MTP off)
+with each number of processes and prints the metrics (completed, output tokens, output tok/s, median TPOT, mean ITL,
+mean E2E, measured concurrency) with the worst deviation from the one-process run; it exits 1 when one exceeds 2 %.
+
+The machine bound column is ``cores / (client + simulator CPU s per token)``: what the machine can stream with both
+programs on it. When the achieved tok/s is close to it, the machine (not the client) is the limit; the client CPU per
+token (load-independent: CPU time, not wall time) is the per-process efficiency.
+
 Usage: .venv/bin/python benchmarks/client_processes.py [--processes 1,2,4] [--requests 2048] [--output-len 256]
-       [--concurrency 256] [--input-len 32]
+       [--concurrency 256] [--input-len 32] [--eq-requests 96] [--eq-output-len 64] [--eq-concurrency 8]
+       [--skip-capacity] [--skip-equality]
 """
 from __future__ import annotations
 
@@ -45,24 +54,22 @@ def children_cpu_s():
     return ru.ru_utime + ru.ru_stime
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--processes", default="1,2,4")
-    ap.add_argument("--requests", type=int, default=2048)
-    ap.add_argument("--output-len", type=int, default=256)
-    ap.add_argument("--input-len", type=int, default=32)
-    ap.add_argument("--concurrency", type=int, default=256)
-    args = ap.parse_args()
+def capacity(args):
+    """Instant mode: tokens per second delivered and client CPU seconds per token, per number of processes."""
     log_dir = tempfile.mkdtemp(prefix="client-processes-")
     srv = SimProcess(args=["--max-running-requests", str(max(args.concurrency, 64))], instant=True,
                      log_path=os.path.join(log_dir, "sim.log"))
     srv.wait_ready(60)
     target = bc.Target(srv.url, timeout_s=600, stall_timeout_s=60)
-    cols = ("processes", "completed", "tokens", "wall s", "tok/s", "client cpu s", "client capacity tok/s",
-            "sim cpu s", "median TPOT ms", "load avg before/after")
-    print("== %d requests x %d output tokens, concurrency %d, simulator instant mode ==" % (
-        args.requests, args.output_len, args.concurrency))
+    cores = os.cpu_count() or 1
+    cols = ("processes", "completed", "tokens", "wall s", "tok/s", "client cpu s", "client cpu us/token",
+            "client tok per cpu s", "sim cpu s", "sim cpu us/token", "machine bound tok/s", "cores this run got", "load avg before/after")
+    print("== capacity: %d requests x %d output tokens, concurrency %d, simulator instant mode, %d cores ==" % (
+        args.requests, args.output_len, args.concurrency, cores))
+    print("machine bound = cores / (client + simulator CPU s per token): the most this machine can stream with both on it;")
+    print("cores this run got = (client + simulator CPU s) / wall s: the rest went to other jobs on the machine")
     print(" | ".join(cols))
+    rows = []
     try:
         for n in [int(x) for x in args.processes.split(",")]:
             prompts = bc.make_prompts(args.requests, args.input_len, args.output_len, seed=n)
@@ -75,13 +82,76 @@ def main():
             sim_cpu = proc_cpu_s(srv.proc.pid) - sim0
             m = bs.level_metrics(res, dur)
             tokens = m["total_output_tokens"]
-            print("%d | %d | %d | %.2f | %.0f | %.2f | %.0f | %.2f | %.3f | %.2f/%.2f" % (
-                n, m["completed"], tokens, wall, tokens / dur, client_cpu, tokens / client_cpu if client_cpu else 0.0,
-                sim_cpu, m["median_tpot_ms"], load0, os.getloadavg()[0]))
+            c_us = client_cpu / tokens * 1e6 if tokens else 0.0
+            s_us = sim_cpu / tokens * 1e6 if tokens else 0.0
+            bound = cores / ((client_cpu + sim_cpu) / tokens) if tokens and client_cpu + sim_cpu else 0.0
+            rows.append((n, tokens / dur, c_us))
+            print("%d | %d | %d | %.2f | %.0f | %.2f | %.1f | %.0f | %.2f | %.1f | %.0f | %.2f | %.2f/%.2f" % (
+                n, m["completed"], tokens, wall, tokens / dur, client_cpu, c_us, 1e6 / c_us if c_us else 0.0,
+                sim_cpu, s_us, bound, (client_cpu + sim_cpu) / wall, load0, os.getloadavg()[0]))
             if m["failed"]:
                 print("   first errors: %s" % m["error_kinds"][:2])
     finally:
         srv.stop()
+    return rows
+
+
+CHECKED = (("completed", "completed"), ("total_output_tokens", "output tokens"), ("output_throughput", "output tok/s"),
+           ("median_tpot_ms", "median TPOT ms"), ("mean_itl_ms", "mean ITL ms"), ("mean_e2e_latency_ms", "mean E2E ms"),
+           ("concurrency", "measured concurrency"))
+
+
+def equality(args):
+    """Real-time simulator: the metrics of N processes against one process's, on the same load, within 2 %."""
+    log_dir = tempfile.mkdtemp(prefix="client-processes-eq-")
+    srv = SimProcess(args=["--max-running-requests", "64"], instant=False, log_path=os.path.join(log_dir, "sim.log"))
+    srv.wait_ready(60)
+    target = bc.Target(srv.url, timeout_s=600, stall_timeout_s=60)
+    print("== equality: %d requests x %d output tokens, concurrency %d, real-time simulator (MTP off) ==" % (
+        args.eq_requests, args.eq_output_len, args.eq_concurrency))
+    print("processes | " + " | ".join(label for _k, label in CHECKED) + " | worst deviation from 1 process")
+    base = None
+    worst_all = 0.0
+    try:
+        for run, n in enumerate([int(x) for x in args.processes.split(",")]):
+            # other prompts each run (a new seed), the same lengths: no run is served from an earlier run's prefix cache
+            prompts = bc.make_prompts(args.eq_requests, args.input_len, args.eq_output_len, seed=100 + run)
+            res, dur, _w = bench_multi.run_benchmark_processes(target, prompts, processes=n,
+                                                               max_concurrency=args.eq_concurrency)
+            m = bs.level_metrics(res, dur)
+            vals = [m[k] for k, _l in CHECKED]
+            if base is None:
+                base = vals
+            devs = [abs(v - b) / b if b else 0.0 for v, b in zip(vals, base)]
+            worst = max(devs)
+            worst_all = max(worst_all, worst)
+            print("%d | %s | %.2f %% (%s)" % (n, " | ".join("%.3f" % v for v in vals), worst * 100,
+                                              CHECKED[devs.index(worst)][1]))
+    finally:
+        srv.stop()
+    print("equality within 2 %%: %s (worst %.2f %%)" % ("PASS" if worst_all <= 0.02 else "FAIL", worst_all * 100))
+    return worst_all
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--processes", default="1,2,4")
+    ap.add_argument("--requests", type=int, default=2048)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--input-len", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--eq-requests", type=int, default=96, help="equality check: requests (real-time simulator)")
+    ap.add_argument("--eq-output-len", type=int, default=64)
+    ap.add_argument("--eq-concurrency", type=int, default=8)
+    ap.add_argument("--skip-capacity", action="store_true")
+    ap.add_argument("--skip-equality", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_capacity:
+        capacity(args)
+    if not args.skip_equality:
+        worst = equality(args)
+        if worst > 0.02:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
