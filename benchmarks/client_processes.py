@@ -8,8 +8,10 @@ workers, from ``RUSAGE_CHILDREN``, for more), the client's capacity = tokens / c
 drive if the server and the machine were not the limit), the simulator's CPU seconds, and the 1-minute load
 average before and after (the build machines are shared: read the numbers with it).
 
-With one simulator process (itself one asyncio loop) the achieved tok/s stops growing once the simulator saturates
-its core; the client capacity column is then the figure that shows the client's scaling.
+With one simulator process (itself one asyncio loop, about as much CPU per token as the client) the achieved tok/s
+stops growing once the simulator saturates its core; ``--sims N`` runs N simulator processes on one port
+(``SGLANG_SIM_REUSE_PORT``), so that on a machine with free cores the client processes, not the simulator, are the
+limit. The client CPU per token column is the per-process efficiency, whatever the machine's load.
 
 A second part (the equality check) sends the same load shape to a real-time simulator (timed decode steps, MTP off)
 with each number of processes and prints the metrics (completed, output tokens, output tok/s, median TPOT, mean ITL,
@@ -54,18 +56,36 @@ def children_cpu_s():
     return ru.ru_utime + ru.ru_stime
 
 
+def start_sims(n, log_dir, sim_args):
+    """``n`` instant-mode simulator processes on one port (``SGLANG_SIM_REUSE_PORT``: the kernel spreads the connections,
+    one request each, over them), each waited for by its own log line. Returns the list of SimProcess."""
+    first = SimProcess(args=sim_args, instant=True, env={"SGLANG_SIM_REUSE_PORT": "1"} if n > 1 else None,
+                       log_path=os.path.join(log_dir, "sim-0.log"))
+    first.wait_ready(60)
+    sims = [first]
+    for k in range(1, n):
+        sim = SimProcess(args=sim_args + ["--port", str(first.port)], instant=True, env={"SGLANG_SIM_REUSE_PORT": "1"},
+                         log_path=os.path.join(log_dir, "sim-%d.log" % k))
+        sims.append(sim)
+        deadline = time.monotonic() + 60
+        while "Uvicorn running on" not in sim.log_text():
+            if sim.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("simulator %d did not start: %s" % (k, sim.log_tail()))
+            time.sleep(0.05)
+    return sims
+
+
 def capacity(args):
     """Instant mode: tokens per second delivered and client CPU seconds per token, per number of processes."""
     log_dir = tempfile.mkdtemp(prefix="client-processes-")
-    srv = SimProcess(args=["--max-running-requests", str(max(args.concurrency, 64))], instant=True,
-                     log_path=os.path.join(log_dir, "sim.log"))
-    srv.wait_ready(60)
+    sims = start_sims(args.sims, log_dir, ["--max-running-requests", str(max(args.concurrency, 64))])
+    srv = sims[0]
     target = bc.Target(srv.url, timeout_s=600, stall_timeout_s=60)
     cores = os.cpu_count() or 1
     cols = ("processes", "completed", "tokens", "wall s", "tok/s", "client cpu s", "client cpu us/token",
             "client tok per cpu s", "sim cpu s", "sim cpu us/token", "machine bound tok/s", "cores this run got", "load avg before/after")
-    print("== capacity: %d requests x %d output tokens, concurrency %d, simulator instant mode, %d cores ==" % (
-        args.requests, args.output_len, args.concurrency, cores))
+    print("== capacity: %d requests x %d output tokens, concurrency %d, %d simulator process(es) in instant mode, %d cores ==" % (
+        args.requests, args.output_len, args.concurrency, len(sims), cores))
     print("machine bound = cores / (client + simulator CPU s per token): the most this machine can stream with both on it;")
     print("cores this run got = (client + simulator CPU s) / wall s: the rest went to other jobs on the machine")
     print(" | ".join(cols))
@@ -74,12 +94,12 @@ def capacity(args):
         for n in [int(x) for x in args.processes.split(",")]:
             prompts = bc.make_prompts(args.requests, args.input_len, args.output_len, seed=n)
             load0 = os.getloadavg()[0]
-            sim0, self0, kids0 = proc_cpu_s(srv.proc.pid), time.process_time(), children_cpu_s()
+            sim0, self0, kids0 = sum(proc_cpu_s(s.proc.pid) for s in sims), time.process_time(), children_cpu_s()
             t0 = time.perf_counter()
             res, dur, _w = bench_multi.run_benchmark_processes(target, prompts, processes=n, max_concurrency=args.concurrency)
             wall = time.perf_counter() - t0
             client_cpu = (time.process_time() - self0) + (children_cpu_s() - kids0)
-            sim_cpu = proc_cpu_s(srv.proc.pid) - sim0
+            sim_cpu = sum(proc_cpu_s(s.proc.pid) for s in sims) - sim0
             m = bs.level_metrics(res, dur)
             tokens = m["total_output_tokens"]
             c_us = client_cpu / tokens * 1e6 if tokens else 0.0
@@ -92,7 +112,8 @@ def capacity(args):
             if m["failed"]:
                 print("   first errors: %s" % m["error_kinds"][:2])
     finally:
-        srv.stop()
+        for s in sims:
+            s.stop()
     return rows
 
 
@@ -140,6 +161,7 @@ def main():
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--sims", type=int, default=1, help="simulator processes sharing one port (SO_REUSEPORT)")
     ap.add_argument("--eq-requests", type=int, default=96, help="equality check: requests (real-time simulator)")
     ap.add_argument("--eq-output-len", type=int, default=64)
     ap.add_argument("--eq-concurrency", type=int, default=8)

@@ -80,6 +80,7 @@ def _str(text):
 KNOBS = (
     ("version", _version, DEFAULT_VERSION, "SGLang version whose CLI, log and API formats are simulated"),
     ("instant", _bool, False, "instant mode: same token accounting, no sleeping (for client load tests)"),
+    ("reuse_port", _bool, False, "bind with SO_REUSEPORT, so several simulator processes share one port (client capacity tests)"),
     ("load_s", _nonneg_float, 2.0, "simulated weight-load + graph-capture time before HTTP is up, s (0 in instant mode unless set)"),
     ("t0_ms", _nonneg_float, 8.84, "fixed cost of one target forward (decode or prefill) step, ms"),
     ("k_ms", _nonneg_float, 0.25, "cost per token in a target step (running requests x num_draft_tokens when verifying), ms"),

@@ -196,7 +196,8 @@ class Simulator(object):
         self.engine = Engine(cfg, self.timing, log)
         self.app = App(cfg, self.engine, log)
         try:
-            server = await loop.create_server(self.app.protocol_factory, host=a.host, port=a.port, reuse_address=True, backlog=2048)
+            server = await loop.create_server(self.app.protocol_factory, host=a.host, port=a.port, reuse_address=True, backlog=2048,
+                                              reuse_port=bool(self.knobs["reuse_port"]) or None)
         except OSError as exc:
             # asyncio's message is uvicorn's: "error while attempting to bind on address ('127.0.0.1', 30000): address already in use"
             log.line("ERROR:    [Errno %s] %s" % (exc.errno, exc.strerror or exc))
