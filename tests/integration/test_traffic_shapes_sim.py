@@ -251,3 +251,43 @@ def test_multi_turn_conversations_hit_the_prefix_cache_more_with_each_turn(sglan
     assert rec["cached_tokens"] == sum(expected) == _counter(srv, "sglang:cached_tokens_total") - before
     # the prompt grows by the previous answer (24 generated tokens, counted by the server) and the next 16-token turn
     assert lens[1] > lens[0] + 16 and lens[2] > lens[1] + 16
+
+
+def test_role_replays_controller_sharegpt_conversations_turn_by_turn(sglang_sim, tmp_path):
+    """The role path: a ShareGPT file on the controller, read by the action plugin with all its turns, replayed turn by
+    turn on the load generator; results.jsonl carries the per-turn records' summary."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    srv = sglang_sim([], instant=True)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+    convs = [{"conversations": [{"from": "system", "value": " ".join("%s%d" % (w, c) for w in words * 2)}]
+              + [x for t in range(3) for x in ({"from": "human", "value": " ".join("%s%d%d" % (w, c, t) for w in words)},
+                                              {"from": "gpt", "value": "the file's answer, never sent"})]}
+             for c in range(2)]
+    data = tmp_path / "sharegpt_chat.json"     # only on the controller
+    data.write_text(json.dumps(convs))
+    reports = tmp_path / "reports"
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_hosts]\nsimhost ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    extra = {"sglang_benchmark_url": srv.url, "sglang_benchmark_concurrency": [1], "sglang_benchmark_workload": str(data),
+             "sglang_benchmark_multi_turn": True, "sglang_benchmark_num_prompts": 2,
+             "sglang_benchmark_prompts_per_concurrency": 0, "sglang_benchmark_output_len": 8,
+             "sglang_benchmark_warmup_requests": 0, "sglang_benchmark_report_dir": str(reports),
+             "sglang_benchmark_run_id": "mt", "sglang_benchmark_plots": False, "sglang_benchmark_state_dir": str(tmp_path / "state")}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(repo / "playbooks" / "benchmark.yml"), "-e", json.dumps(extra)], cwd=str(repo),
+                          env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    rec = json.loads((reports / "simhost" / "mt" / "results.jsonl").read_text().splitlines()[0])
+    assert rec["multi_turn"] is True and rec["conversations"] == 2 and rec["requests"] == 6 and rec["completed"] == 6
+    by_turn = rec["by_turn"]
+    # turn 1: 32 + 16 = 48 prompt tokens, nothing cached; turn 2 finds turn 1's 48 tokens in each conversation
+    assert [b["turn"] for b in by_turn] == [1, 2, 3] and by_turn[0]["mean_prompt_tokens"] == 48
+    assert by_turn[0]["cached_tokens"] == 0 and by_turn[1]["cached_tokens"] == 2 * 48
+    assert by_turn[2]["cached_tokens"] > by_turn[1]["cached_tokens"]
