@@ -20,6 +20,10 @@ Backends and payloads (as ``sglang.bench_serving`` 0.5.9 sends them, SGLANG_FACT
 * ``openai-chat`` → ``POST /v1/chat/completions`` with ``messages: [{"role": "user", "content": text}]``.
   For both OpenAI backends output tokens come from ``usage.completion_tokens`` (falling back to the
   number of non-empty chunks when the server sends no usage) and each chunk gap is one ITL sample.
+  With ``Target.spec_details`` both OpenAI bodies add ``"return_spec_tokens_details": true``: SGLang 0.5.23 then
+  sends a ``choices: []`` chunk with ``sglext.spec_tokens_details`` after the finish chunk, and its ``spec_verify_ct``
+  and draft counts become the request's speculative accounting (as ``meta_info`` on ``/generate``). Older SGLang
+  versions ignore the field (their pydantic request models keep the default ``extra="ignore"``) and send nothing.
 
 Failures never raise out of :func:`run_benchmark`: each request gets a
 :class:`~bench_stats.RequestResult` with ``success=False`` and an ``error`` that names the cause
@@ -76,12 +80,14 @@ class Target(object):
         ``output_details``; off by default, it costs memory and time per chunk on the OpenAI backends).
       temperature (float): sampling temperature sent with every request (0 = greedy, bench_serving's value).
       top_p (float): nucleus sampling cut-off (0, 1]; sent only when below 1.0.
+      spec_details (bool): OpenAI backends: ask for per-request speculative details (``return_spec_tokens_details``,
+        SGLang 0.5.23+; see the module docstring). Ignored by the ``sglang`` backend, whose ``meta_info`` always has them.
 
     Raises BenchError for an unusable URL, backend or sampling setting.
     """
 
     def __init__(self, url, backend="sglang", model="", api_key="", timeout_s=600.0, stall_timeout_s=60.0,
-                 validate_certs=True, headers=None, keep_text=False, temperature=0.0, top_p=1.0):
+                 validate_certs=True, headers=None, keep_text=False, temperature=0.0, top_p=1.0, spec_details=False):
         if backend not in BACKEND_PATHS:
             raise BenchError("backend %r is not supported; use one of %s" % (backend, ", ".join(sorted(BACKEND_PATHS))))
         scheme, sep, rest = (url or "").partition("://")
@@ -126,6 +132,7 @@ class Target(object):
             raise BenchError("top_p must be within (0, 1] (1.0 = off), got %r" % (top_p,))
         self.temperature = float(temperature)
         self.top_p = float(top_p)
+        self.spec_details = bool(spec_details)
 
     def head(self, body_len):
         """The HTTP/1.1 request head (bytes) for a POST with a JSON body of ``body_len`` bytes."""
@@ -283,6 +290,8 @@ def request_body(target, prompt):
         body["top_p"] = target.top_p
     if target.backend != "sglang" and target.model:
         body["model"] = target.model
+    if target.backend != "sglang" and target.spec_details:
+        body["return_spec_tokens_details"] = True
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
@@ -314,6 +323,7 @@ class _Stream(asyncio.Protocol):
         self.nchunks = 0
         self.text_len = 0
         self.usage = None
+        self.spec = None          # OpenAI backends: sglext.spec_tokens_details (SGLang 0.5.23)
         self.finished = False
         self.closed = False
         self.timed_out = False    # failed by a stall, request or connect timeout (the server kept it waiting)
@@ -524,6 +534,8 @@ class _Stream(asyncio.Protocol):
         if ch.usage:
             self.usage = ch.usage
             self.finished = True
+        if ch.spec is not None:
+            self.spec = ch.spec
 
     def _tokens(self):
         return self.last_ct if self.generate else self.nchunks
@@ -555,6 +567,14 @@ class _Stream(asyncio.Protocol):
             r.output_len = out if isinstance(out, int) else self.nchunks
             if isinstance(usage.get("prompt_tokens"), int) and usage["prompt_tokens"] > 0:
                 r.prompt_len = usage["prompt_tokens"]
+            if self.spec is not None:
+                # the same accounting as /generate's final meta_info: the details plus the server's completion count
+                meta = dict(self.spec)
+                meta["completion_tokens"] = r.output_len
+                r.final_meta = meta
+                svc = meta.get("spec_verify_ct")
+                if isinstance(svc, int) and not isinstance(svc, bool) and svc > 0:
+                    r.spec_verify_ct = svc
         r.latency = now - self.start
         r.success = True
         self._close()

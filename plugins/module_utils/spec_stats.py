@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import mean, median, percentile, tpot
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_metrics import (
+    MetricsParseError, counter_total, gauge_mean, parse_prometheus)
 
 # (accepted, proposed) key pairs by SGLang version, newest first.
 _COUNT_KEYS = (("spec_num_correct_drafts", "spec_num_proposed_drafts"), ("spec_accepted_drafts", "spec_proposed_drafts"),
@@ -125,3 +127,47 @@ def by_category(prompts, results, duration_s):
             continue
         groups.setdefault(cat, []).append(r)
     return dict((cat, group_stats(groups[cat], duration_s)) for cat in sorted(groups))
+
+
+#: How :func:`server_accept_length` measured, for the record's ``accept_length_source`` and the level warning.
+SERVER_SOURCES = {
+    "server_counters": "the server's /metrics counters over the level (delta sglang:generation_tokens_total / delta "
+                       "sglang:spec_verify_calls_total, SGLang 0.5.14+; the level's warm-up and any other traffic count too)",
+    "server_gauge": "the server's sglang:spec_accept_length gauge after the level (the mean of its last decode-log "
+                    "interval of 40 steps, not the whole level)",
+}
+
+
+def _metric_view(text):
+    """``(generation_tokens_total, spec_verify_calls_total, spec_accept_length gauge)`` of a /metrics page, each None
+    when absent; all None for None/unparsable text."""
+    if not text:
+        return None, None, None
+    try:
+        parsed = parse_prometheus(text)
+    except (MetricsParseError, ValueError):
+        return None, None, None
+    return (counter_total(parsed, "sglang:generation_tokens_total"), counter_total(parsed, "sglang:spec_verify_calls_total"),
+            gauge_mean(parsed, "sglang:spec_accept_length"))
+
+
+def server_accept_length(before_text, after_text):
+    """The level's accept length measured on the server, for backends whose responses carry no per-request
+    speculative fields (the OpenAI routes before SGLang 0.5.23).
+
+    ``before_text``/``after_text``: the ``/metrics`` pages (str, Prometheus text; None when not exposed) read just before
+    and just after the level. SGLang 0.5.14+ adds each finished request's ``spec_verify_ct`` to
+    ``sglang:spec_verify_calls_total`` and its completion tokens to ``sglang:generation_tokens_total``
+    (``observability/metrics_collector.py`` ``observe_one_finished_request``), so the deltas give the level's pooled accept
+    length exactly as the responses would (plus the warm-up). Older versions expose only the gauge
+    ``sglang:spec_accept_length``, the mean accept length of the last decode-log interval (``metrics_collector.py``,
+    updated with each ``Decode batch`` line). Returns ``(accept_length or None, source or None)``, source a key of
+    :data:`SERVER_SOURCES`. Never raises.
+    """
+    gen0, ver0, _g0 = _metric_view(before_text)
+    gen1, ver1, gauge = _metric_view(after_text)
+    if None not in (gen0, ver0, gen1, ver1) and ver1 - ver0 > 0 and gen1 - gen0 > 0:
+        return (gen1 - gen0) / float(ver1 - ver0), "server_counters"
+    if gauge is not None and gauge > 0:
+        return float(gauge), "server_gauge"
+    return None, None

@@ -207,16 +207,23 @@ class OpenAIChunk(object):
       usage (dict or None): ``usage`` when present (``prompt_tokens``, ``completion_tokens``, ...).
       error (str): an error message ('' when none).
       done (bool): the ``[DONE]`` terminator.
+      spec (dict or None): the request's speculative-decoding details, ``sglext.spec_tokens_details`` of the
+        response-level chunk SGLang 0.5.23 sends after the finish chunk when the request set
+        ``return_spec_tokens_details`` (``spec_verify_ct``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``,
+        ``spec_accept_length``, ...; the first choice's when ``n > 1`` sent a list). Source: SGLang 0.5.23
+        ``entrypoints/openai/protocol.py`` ``SpecTokensDetails``/``SglExt`` and ``serving_completions.py``
+        (the ``choices: []`` chunk with ``sglext``). None when absent.
     """
 
-    __slots__ = ("text", "finish_reason", "usage", "error", "done")
+    __slots__ = ("text", "finish_reason", "usage", "error", "done", "spec")
 
-    def __init__(self, text="", finish_reason=None, usage=None, error="", done=False):
+    def __init__(self, text="", finish_reason=None, usage=None, error="", done=False, spec=None):
         self.text = text
         self.finish_reason = finish_reason
         self.usage = usage
         self.error = error
         self.done = done
+        self.spec = spec
 
 
 def parse_openai_chunk(payload):
@@ -247,4 +254,12 @@ def parse_openai_chunk(payload):
     err = ""
     if finish == "abort":
         err = "request aborted by the server (finish_reason abort)"
-    return OpenAIChunk(text=text, finish_reason=finish, usage=data.get("usage"), error=err)
+    spec = None
+    ext = data.get("sglext")
+    if isinstance(ext, dict):
+        spec = ext.get("spec_tokens_details")
+        if isinstance(spec, list):
+            spec = spec[0] if spec else None
+        if not isinstance(spec, dict):
+            spec = None
+    return OpenAIChunk(text=text, finish_reason=finish, usage=data.get("usage"), error=err, spec=spec)

@@ -43,6 +43,10 @@ options:
       - C(sglang) posts to C(/generate) with C(input_ids) (no tokenizer needed) and reads C(meta_info).
       - C(openai) posts to C(/v1/completions) with the token ids as C(prompt); C(openai-chat) posts to
         C(/v1/chat/completions) with a text prompt of O(input_len) words. Output tokens come from C(usage).
+      - Both OpenAI backends ask for C(return_spec_tokens_details). SGLang 0.5.23 answers with per-request speculative
+        details (C(sglext.spec_tokens_details)); older versions ignore the field and send none, so with speculative
+        decoding on each level's C(accept_length) is measured on the server from C(/metrics) instead, with no per-request
+        or per-category accept length, and the level carries a warning (see RETURN C(accept_length_source)).
     type: str
     choices: [sglang, openai, openai-chat]
     default: sglang
@@ -440,7 +444,7 @@ records:
     - One record per level, in sweep order, with every bench_serving 0.5.9 JSONL key (C(server_info) embedded)
       plus C(p90/p95) keys, C(failed), C(failed_fraction), C(error_kinds) (first distinct errors with counts),
       C(max_itl_ms), C(decode_tok_s_per_request) (1000 / median TPOT), C(accept_length) (this level's),
-      C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(seed) (this level's prompt seed), C(level), C(label),
+      C(accept_length_source), C(spec_verify_ct), C(num_prompts), C(warmup_requests), C(seed) (this level's prompt seed), C(level), C(label),
       C(run_id), C(url), C(speculative) and C(started_at). Also returned when the task fails.
     - C(error_kinds) lists the first distinct errors with their counts, C([{error, count}]). The key C(errors) is left to
       bench_serving's per-request list (O(output_details)).
@@ -458,7 +462,14 @@ records:
       C(accept_length_histogram) (C([{lo, hi, count}]), 0.25-token bins), C(categories) (per category C(requests),
       C(completed), C(failed), C(output_tokens), C(output_tok_s), C(mean_tpot_ms), C(median_tpot_ms),
       C(decode_tok_s_per_request), C(spec_requests), C(accept_length) (pooled), C(accept_length_mean)/C(_p10)/C(_p50)/C(_p90),
-      C(accept_rate)) and C(warnings) (e.g. synthetic prompts with speculative decoding)."
+      C(accept_rate)) and C(warnings) (e.g. synthetic prompts with speculative decoding, or no per-request accept length
+      on an OpenAI backend)."
+    - "C(accept_length_source): C(responses) (per request: C(/generate) C(meta_info), or on the OpenAI backends SGLang
+      0.5.23's C(sglext.spec_tokens_details), asked for with C(return_spec_tokens_details)); on an OpenAI backend of an
+      older SGLang, whose OpenAI responses carry no speculative fields, C(server_counters) (the level's delta of
+      C(sglang:generation_tokens_total) / C(sglang:spec_verify_calls_total) from C(/metrics), 0.5.14+) or C(server_gauge)
+      (C(sglang:spec_accept_length) after the level: its last decode-log interval), with a warning in C(warnings);
+      null when not measured (speculative decoding off, or no C(/metrics))."
     - "Units, as in bench_serving: C(duration) s; C(*_ms) ms; C(request_throughput) req/s; C(input_throughput),
       C(output_throughput), C(total_throughput), C(max_output_tokens_per_s) and C(decode_tok_s_per_request) tok/s;
       C(request_rate) req/s (null = all at once or a trace); C(concurrency) = sum of E2E latencies / duration (mean requests
@@ -733,13 +744,40 @@ def workload_fields(name, rows, params, prompts, results, duration, speculative,
     }
 
 
+def openai_spec_warning(backend, version, source):
+    """The level warning when an OpenAI backend's responses carried no per-request speculative fields: which SGLang
+    version, what ``accept_length`` is instead (``source``: a key of spec_stats.SERVER_SOURCES or None) and the fix."""
+    how = spec_stats.SERVER_SOURCES.get(source) or ("not measured: the server exposes no /metrics (start it with "
+                                                      "--enable-metrics for the server-side measure)")
+    return ("per-request accept length is unavailable on backend %s with SGLang %s: SGLang returns speculative details in "
+            "OpenAI responses only from 0.5.23 (return_spec_tokens_details); accept_length is %s, and there is no per-request "
+            "or per-category accept length; use backend sglang (/generate meta_info) to measure acceptance per request"
+            % (backend, version or "(version unknown)", how))
+
+
+def metrics_scraper(client):
+    """A callable returning ``client``'s ``/metrics`` text, None when the server exposes none or the read fails (the level
+    then reports no server-side accept length rather than failing)."""
+    def scrape():
+        try:
+            return client.metrics_text()
+        except SGLangHTTPError:
+            return None
+    return scrape
+
+
 def run_levels(params, target, levels, server_info, speculative, module_log=None, trace_records=None, details=None,
-               workload=None):
+               workload=None, scrape=None):
     """Run every planned level; returns (records, first_errors). Never raises for server-side failures.
 
     ``details`` (a list or None): receives each level's :func:`bench_stats.output_details` when given.
     ``workload``: ``(name, rows)`` from :func:`resolve_workload` (rows None: the random-ids, shared-prefix or trace
-    prompts of :func:`level_prompts`); None = random-ids."""
+    prompts of :func:`level_prompts`); None = random-ids.
+    ``scrape``: a callable returning the server's ``/metrics`` text (None when not exposed), or None. With an OpenAI backend
+    and speculative decoding on it is read before and after each level; when the responses carried no per-request
+    speculative fields (SGLang before 0.5.23), the level's ``accept_length`` comes from it
+    (:func:`spec_stats.server_accept_length`), ``accept_length_source`` says how, and the level gets
+    :func:`openai_spec_warning`."""
     records = []
     first_errors = []
     text = params["backend"] == "openai-chat"
@@ -768,11 +806,18 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
             for w in warm:
                 w.output_len = min(w.output_len, 32)
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        server_side = params["backend"] != "sglang" and bool((speculative or {}).get("algorithm")) and scrape is not None
+        before = scrape() if server_side else None
         results, duration, _warm = bench_multi.run_benchmark_processes(
             target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
             request_rate=lv["request_rate"], burstiness=params.get("burstiness", 1.0), arrival_offsets=offsets,
             warmup_prompts=warm, seed=seed, abort_after_failures=params["abort_after_failures"])
         metrics = level_metrics(results, duration, slo=slo)
+        source = "responses" if metrics.get("accept_length") is not None else None
+        spec_warning = None
+        if server_side and source is None:
+            metrics["accept_length"], source = spec_stats.server_accept_length(before, scrape())
+            spec_warning = openai_spec_warning(params["backend"], (server_info or {}).get("version"), source)
         if details is not None:
             details.append(output_details(results))
             if params.get("multi_turn"):
@@ -785,12 +830,14 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
                   "warmup_requests": params["warmup_requests"], "seed": seed, "dataset_name": dataset,
                   "arrival": kind, "burstiness": params.get("burstiness", 1.0) if kind in ("poisson", "gamma") else None,
                   "trace_time_scale": params.get("trace_time_scale") if kind == "trace" else None,
-                  "accept_length_source": "responses" if metrics.get("accept_length") is not None else None}
+                  "accept_length_source": source}
         meta = {"level": level_no, "label": params["label"], "run_id": params["run_id"],
                 "url": params["url"], "speculative": speculative, "started_at": started}
         per_request = [p for p in prompts for _k in range(p.requests())]
         meta.update(workload_fields(name, rows, params, per_request, results, duration, speculative, metrics))
         meta.update(multi_turn_fields(params, prompts, results))
+        if spec_warning:
+            meta["warnings"] = meta["warnings"] + [spec_warning]
         rec = make_record(metrics, config, server_info=server_info or None, meta=meta)
         records.append(rec)
         for e in metrics["error_kinds"]:
@@ -886,7 +933,7 @@ def main():
         target = bench_client.Target(p["url"], backend=p["backend"], model=p["model"], api_key=p["api_key"],
                                      timeout_s=p["timeout"], stall_timeout_s=p["stall_timeout"],
                                      validate_certs=p["validate_certs"], keep_text=p["output_details"],
-                                     temperature=p["temperature"], top_p=p["top_p"])
+                                     temperature=p["temperature"], top_p=p["top_p"], spec_details=p["backend"] != "sglang")
     except bench_client.BenchError as exc:
         errs.append("url/backend/sampling: %s" % to_native(exc))
         target = None
@@ -940,12 +987,15 @@ def main():
             module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
     if workload[1] is None and speculative.get("algorithm"):
         module.warn(SYNTHETIC_WARNING)
+    scrape = None
+    if p["server_info"] and p["backend"] != "sglang" and speculative.get("algorithm"):
+        scrape = metrics_scraper(client)
 
     try:
         details = [] if p["output_details"] else None
         records, first_errors = run_levels(p, target, levels, info, speculative, module_log=module.log,
                                            trace_records=trace_records, details=details,
-                                           workload=workload)
+                                           workload=workload, scrape=scrape)
     except bench_client.BenchError as exc:
         module.fail_json(msg="serving_benchmark: %s" % to_native(exc), **result)
     except Exception as exc:  # pylint: disable=broad-except

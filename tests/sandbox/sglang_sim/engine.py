@@ -145,6 +145,7 @@ class Engine(object):
         # lifetime statistics (accumulated at Decode log lines, as SGLang does)
         self.life_accepted = 0
         self.life_verify = 0
+        self.finished_verify = 0      # Σ spec_verify_ct of finished requests (sglang:spec_verify_calls_total)
         self.last_gen_throughput = 0.0
         self.gauges = {"num_running_reqs": 0.0, "num_used_tokens": 0.0, "token_usage": 0.0, "mamba_usage": 0.0, "gen_throughput": 0.0,
                        "num_queue_reqs": 0.0, "spec_accept_length": 0.0, "spec_accept_rate": 0.0, "is_cuda_graph": 0.0,
@@ -218,6 +219,8 @@ class Engine(object):
         req.finished = True
         if not req.internal:
             self.counters["generation_tokens_total"] += req.out_len
+            # SGLang 0.5.14+ metrics_collector.observe_one_finished_request: spec_verify_calls_total += the request's spec_verify_ct
+            self.finished_verify += req.verify_ct
             if self.metrics_on:
                 self.hist["e2e_request_latency_seconds"].observe(now - req.t_arrival)
         if req.future is not None and not req.future.done():

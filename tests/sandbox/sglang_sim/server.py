@@ -46,7 +46,7 @@ class ClientError(Exception):
 class Ctx(object):
     """Per-request pre-encoded pieces for the emitters."""
     __slots__ = ("kind", "conn", "stream", "text_buf", "ids_buf", "meta_head", "meta_mid", "head", "tail", "model", "created", "rid",
-                 "include_usage", "stream_output", "app", "first", "batch", "index")
+                 "include_usage", "stream_output", "app", "first", "batch", "index", "spec_details")
 
 
 class Batch(object):
@@ -284,8 +284,9 @@ class App(object):
                   "cached_tokens_total": "Number of cached prompt tokens."}
         counters = dict(eng.counters)
         if self.vt >= (0, 5, 14) and eng.spec:
-            # 0.5.14+ sglang:spec_verify_calls_total (a labelled Counter appears once incremented)
-            counters["spec_verify_calls_total"] = eng.life_verify + eng.iv_verify
+            # 0.5.14+ sglang:spec_verify_calls_total: each finished request adds its spec_verify_ct
+            # (observability/metrics_collector.py observe_one_finished_request), so it moves with generation_tokens_total
+            counters["spec_verify_calls_total"] = eng.finished_verify
             chelps["spec_verify_calls_total"] = "Number of speculative decoding verification calls."
         for name, value in counters.items():
             out.append("# HELP sglang:%s %s\n# TYPE sglang:%s counter\nsglang:%s{%s} %s" % (name, chelps[name], name, name, self.model_label, _num(value)))
@@ -327,11 +328,12 @@ class App(object):
         return accept_probability(text, self.engine.p, temperature, top_p)[0]
 
     def _new_request(self, conn, kind, stream, prompt_len, max_new, rid, include_usage=False, batch=None, index=0, tokens=None,
-                     accept_p=None):
+                     accept_p=None, spec_details=False):
         """Create the engine Request and its pre-encoded pieces, start the stream head once, queue it.
 
         ``tokens`` (the prompt's ids or words) feed the prefix cache (prefix_cache.py) when it is on; ``accept_p`` is the
-        request's per-draft-token acceptance (acceptance.py; None = SGLANG_SIM_ACCEPT_P)."""
+        request's per-draft-token acceptance (acceptance.py; None = SGLANG_SIM_ACCEPT_P); ``spec_details``: an OpenAI
+        request's ``return_spec_tokens_details`` (honoured from 0.5.23 with speculation on, see :meth:`spec_tokens_details`)."""
         c = Ctx()
         c.batch = batch
         c.index = index
@@ -342,6 +344,7 @@ class App(object):
         c.app = self
         c.first = True
         c.include_usage = include_usage
+        c.spec_details = bool(spec_details) and self.vt >= (0, 5, 23) and bool(self.cfg.spec and self.cfg.num_steps > 0)
         c.stream_output = self.stream_output
         c.created = int(time.time())
         c.model = self.model_json
@@ -442,7 +445,8 @@ class App(object):
         opts = body.get("stream_options") or {}
         self._new_request(conn, "completion", bool(body.get("stream")), prompt_len, max_new, "cmpl-" + uuid.uuid4().hex,
                           bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens,
-                          accept_p=self._accept_p(text, body.get("temperature"), body.get("top_p")))
+                          accept_p=self._accept_p(text, body.get("temperature"), body.get("top_p")),
+                          spec_details=body.get("return_spec_tokens_details") is True)
 
     def chat(self, conn, body):
         """POST /v1/chat/completions: ``messages``, ``max_completion_tokens``/``max_tokens`` (default 128), ``stream``."""
@@ -470,7 +474,8 @@ class App(object):
         opts = body.get("stream_options") or {}
         self._new_request(conn, "chat", bool(body.get("stream")), prompt_len, max_new, "chatcmpl-" + uuid.uuid4().hex,
                           bool(isinstance(opts, dict) and opts.get("include_usage")), tokens=tokens,
-                          accept_p=self._accept_p("\n\n".join(contents), body.get("temperature"), body.get("top_p")))
+                          accept_p=self._accept_p("\n\n".join(contents), body.get("temperature"), body.get("top_p")),
+                          spec_details=body.get("return_spec_tokens_details") is True)
 
     def final_meta(self, req):
         """meta_info of the finishing chunk (dict, SGLang 0.5.9 key order; spec fields by version)."""
@@ -514,6 +519,22 @@ class App(object):
             decode_s = (req.t_last or t_sched) - (req.t_first or t_sched)
             meta["decode_throughput"] = round((req.out_len - 1) / decode_s, 3) if decode_s > 0 and req.out_len > 1 else 0.0
         return meta
+
+    def spec_tokens_details(self, req):
+        """``sglext`` JSON (str) of an OpenAI response whose request set ``return_spec_tokens_details`` (SGLang 0.5.23:
+        ``entrypoints/openai/utils.py`` ``spec_tokens_details_from_meta_info`` copies the final meta_info's spec keys into
+        ``SpecTokensDetails``, absent ones as 0 / 0.0 / []); '' when the request did not ask or the version has no such field
+        (before 0.5.23 the OpenAI routes return no speculative fields at all)."""
+        if not req.ctx.spec_details:
+            return ""
+        meta = self.final_meta(req)
+        details = {"spec_accept_rate": meta.get("spec_accept_rate") or 0.0, "spec_accept_length": meta.get("spec_accept_length") or 0.0,
+                   "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+                   "spec_num_correct_drafts": meta.get("spec_num_correct_drafts") or 0,
+                   "spec_num_proposed_drafts": meta.get("spec_num_proposed_drafts") or 0,
+                   "spec_verify_ct": meta.get("spec_verify_ct") or 0,
+                   "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": []}
+        return json.dumps({"spec_tokens_details": details}, separators=(",", ":"))
 
     # -- faults -----------------------------------------------------------------------------------------
     def crash(self):
@@ -599,6 +620,12 @@ def _emit_generate(req, start, n, finished):
         conn.send(200, b"[" + b", ".join(batch.results) + b"]")
 
 
+def _sglext_field(req):
+    """``,"sglext":{...}`` for a response whose request asked for speculative details (SGLang 0.5.23), else ''."""
+    ext = req.ctx.app.spec_tokens_details(req) if req.ctx.spec_details else ""
+    return ',"sglext":' + ext if ext else ""
+
+
 def _usage_json(req):
     return '{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (req.prompt_len, req.out_len, req.prompt_len + req.out_len)
 
@@ -611,12 +638,16 @@ def _emit_completion(req, start, n, finished):
         c.text_buf += text
         if finished:
             conn.send(200, ('{"id":%s,"object":"text_completion","created":%d,"model":%s,"choices":[{"index":0,"text":"%s","logprobs":null,'
-                            '"finish_reason":"length","matched_stop":null}],"usage":%s}'
+                            '"finish_reason":"length","matched_stop":null}],"usage":%s%s}'
                             % (json.dumps(req.rid), c.created, c.model, c.text_buf.decode(),
-                               _usage_json(req)[:-1] + ',"prompt_tokens_details":null}')).encode())
+                               _usage_json(req)[:-1] + ',"prompt_tokens_details":null}', _sglext_field(req))).encode())
         return
     if finished:
         out = [c.head, text, b'","logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}\n\n']
+        if c.spec_details:
+            # 0.5.23 serving_completions.py: a response-level chunk (choices []) with sglext, after the finish chunk
+            out.append(('data: {"id":%s,"object":"text_completion","created":%d,"model":%s,"choices":[],"usage":null%s}\n\n'
+                        % (json.dumps(req.rid), c.created, c.model, _sglext_field(req))).encode())
         if c.include_usage:
             out.append(('data: {"id":%s,"object":"text_completion","created":%d,"model":%s,"choices":[],"usage":%s}\n\n'
                         % (json.dumps(req.rid), c.created, c.model, _usage_json(req))).encode())
@@ -636,8 +667,8 @@ def _emit_chat(req, start, n, finished):
         if finished:
             conn.send(200, ('{"id":%s,"object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,"message":{"role":"assistant",'
                             '"content":"%s","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"length","matched_stop":null}],'
-                            '"usage":%s}' % (json.dumps(req.rid), c.created, c.model, c.text_buf.decode(),
-                                             _usage_json(req)[:-1] + ',"prompt_tokens_details":null}')).encode())
+                            '"usage":%s%s}' % (json.dumps(req.rid), c.created, c.model, c.text_buf.decode(),
+                                               _usage_json(req)[:-1] + ',"prompt_tokens_details":null}', _sglext_field(req))).encode())
         return
     out = []
     if c.first:
@@ -647,6 +678,10 @@ def _emit_chat(req, start, n, finished):
     if finished:
         out.append(c.head + text + b'","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"length","matched_stop":null}],'
                    b'"usage":null}\n\n')
+        if c.spec_details:
+            # 0.5.23 serving_chat.py: the sglext chunk (choices []) after the finish chunk, before the usage chunk
+            out.append(('data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[],"usage":null%s}\n\n'
+                        % (json.dumps(req.rid), c.created, c.model, _sglext_field(req))).encode())
         if c.include_usage:
             out.append(('data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[],"usage":%s}\n\n'
                         % (json.dumps(req.rid), c.created, c.model, _usage_json(req))).encode())

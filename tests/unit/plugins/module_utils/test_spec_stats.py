@@ -75,3 +75,28 @@ def test_histogram_bins():
     assert h == [{"lo": 1.0, "hi": 1.25, "count": 2}, {"lo": 1.25, "hi": 1.5, "count": 1}, {"lo": 1.5, "hi": 1.75, "count": 0},
                  {"lo": 1.75, "hi": 2.0, "count": 0}, {"lo": 2.0, "hi": 2.25, "count": 1}]
     assert ss.accept_length_histogram([RequestResult(error="x")]) == []
+
+
+_PAGE = """# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} %s
+# TYPE sglang:spec_verify_calls_total counter
+sglang:spec_verify_calls_total{model_name="m"} %s
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{model_name="m",tp_rank="0"} %s
+"""
+
+
+def test_server_accept_length_from_counters_then_gauge():
+    # 0.5.14+: (5000 - 1000) generated tokens over (2600 - 1000) verify calls = 2.5 tokens per verify step
+    before = _PAGE % (1000, 1000, 1.9)
+    after = _PAGE % (5000, 2600, 2.2)
+    assert ss.server_accept_length(before, after) == (pytest.approx(2.5), "server_counters")
+    # 0.4.10-0.5.10: no spec_verify_calls_total; the gauge after the level (last interval), counters ignored
+    no_counter = "\n".join(ln for ln in after.splitlines() if "spec_verify_calls" not in ln)
+    assert ss.server_accept_length(before, no_counter) == (pytest.approx(2.2), "server_gauge")
+    # counters that did not move (no finished request) fall back to the gauge; a zero gauge is no measurement
+    assert ss.server_accept_length(after, after) == (pytest.approx(2.2), "server_gauge")
+    assert ss.server_accept_length(before, _PAGE % (1000, 1000, 0)) == (None, None)
+    # no /metrics (404 -> None), or a page without sglang spec metrics
+    assert ss.server_accept_length(None, None) == (None, None)
+    assert ss.server_accept_length("", "# nothing\n") == (None, None)

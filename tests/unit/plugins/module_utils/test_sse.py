@@ -95,3 +95,19 @@ def test_chat_chunk_delta_and_error():
     assert "does not exist" in e.error
     with pytest.raises(ValueError):
         sse.parse_openai_chunk(b"not json")
+
+
+def test_openai_sglext_spec_tokens_details_chunk():
+    # SGLang 0.5.23 serving_completions.py: after the finish chunk, a response-level chunk with choices [] and sglext
+    payload = ('{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":null,'
+               '"sglext":{"spec_tokens_details":{"spec_accept_rate":0.75,"spec_accept_length":1.75,"spec_num_correct_drafts":30,'
+               '"spec_num_proposed_drafts":40,"spec_verify_ct":40}}}')
+    ch = sse.parse_openai_chunk(payload)
+    assert ch.text == "" and ch.finish_reason is None and ch.usage is None and not ch.error
+    assert ch.spec["spec_verify_ct"] == 40 and ch.spec["spec_num_correct_drafts"] == 30
+    # n > 1 sends a list: choice 0's details
+    ch = sse.parse_openai_chunk('{"choices":[],"sglext":{"spec_tokens_details":[{"spec_verify_ct":7},{"spec_verify_ct":9}]}}')
+    assert ch.spec == {"spec_verify_ct": 7}
+    # other sglext fields only, or none at all
+    assert sse.parse_openai_chunk('{"choices":[],"sglext":{"cached_tokens_details":{"device":3}}}').spec is None
+    assert sse.parse_openai_chunk('{"choices":[{"index":0,"text":"a","finish_reason":null}]}').spec is None

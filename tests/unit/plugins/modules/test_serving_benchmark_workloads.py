@@ -29,6 +29,7 @@ def _info(fixtures_dir, mocker, spec=True):
     if not spec:
         info["speculative_algorithm"] = None
     mocker.patch.object(SGLangClient, "server_info", return_value=("/server_info", info))
+    mocker.patch.object(SGLangClient, "metrics_text", return_value=None)
     return info
 
 
@@ -60,6 +61,7 @@ def test_builtin_sends_text_and_reports_per_category(capsys, fixtures_dir, mocke
     assert all(isinstance(p.prompt, str) and p.prompt_len == 0 for p in sent)
     body = fake_load[0]["body"]
     assert "text" in body and body["sampling_params"] == {"temperature": 0.5, "top_p": 0.9, "max_new_tokens": 10, "ignore_eos": True}
+    assert "return_spec_tokens_details" not in body      # /generate's meta_info always carries the spec fields
     assert [w.output_len for w in fake_load[0]["warm"]] == [10]              # min(output_len, 32)
     rec = out["records"][0]
     assert rec["dataset_name"] == "builtin" and rec["workload_prompts"] == 20
@@ -98,6 +100,7 @@ def test_prompts_as_data_and_chat_messages(capsys, fixtures_dir, mocker, fake_lo
     assert not out.get("failed"), out.get("msg")
     body = fake_load[0]["body"]
     assert body["messages"] == rows[0]["messages"] and body["max_tokens"] == 5 and "top_p" not in body
+    assert body["return_spec_tokens_details"] is True    # SGLang 0.5.23's per-request spec details on the OpenAI routes
     assert out["records"][0]["dataset_name"] == "p.jsonl"
 
 
@@ -117,3 +120,27 @@ def test_bad_workload_input_is_refused_before_any_load(capsys, fixtures_dir, moc
     out = run(capsys, dict({"num_prompts": 1}, **args))
     assert out["failed"] and expect in out["msg"], out["msg"]
     assert fake_load == [] and not info.called          # nothing sent, the server not even asked
+
+
+_PAGE = ("sglang:generation_tokens_total{model_name=\"m\"} %d\nsglang:spec_verify_calls_total{model_name=\"m\"} %d\n"
+         "sglang:spec_accept_length{model_name=\"m\",tp_rank=\"0\"} 1.5\n")
+
+
+def test_openai_backend_without_spec_fields_measures_on_the_server(capsys, fixtures_dir, mocker):
+    """An OpenAI backend of SGLang < 0.5.23 returns no spec fields: the level's accept length is the /metrics counters'
+    delta (0.5.14+), read before and after the level, and the level says per-request acceptance is unavailable."""
+    _info(fixtures_dir, mocker)
+    pages = iter([_PAGE % (1000, 500), _PAGE % (1000 + 30, 500 + 12)])     # 30 tokens over 12 verify calls = 2.5
+    mocker.patch.object(SGLangClient, "metrics_text", side_effect=lambda: next(pages))
+
+    def fake(target, prompts, **_kw):
+        return [RequestResult(prompt_len=7, output_len=10, success=True, ttft=0.1, latency=0.19, itl=[0.01] * 9)
+                for _p in prompts], 2.0, []
+    mocker.patch.object(bench_client, "run_benchmark", side_effect=fake)
+    out = run(capsys, {"workload": "builtin", "backend": "openai", "num_prompts": 3, "output_len": 10, "warmup_requests": 0})
+    assert not out.get("failed"), out.get("msg")
+    rec = out["records"][0]
+    assert rec["accept_length"] == pytest.approx(2.5) and rec["accept_length_source"] == "server_counters"
+    assert rec["accept_length_mean"] is None
+    assert rec["warnings"] == [serving_benchmark.openai_spec_warning("openai", "0.5.9", "server_counters")]
+    assert rec["warnings"][0].startswith("per-request accept length is unavailable on backend openai with SGLang 0.5.9:")
