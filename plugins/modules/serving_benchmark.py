@@ -747,8 +747,8 @@ def workload_fields(name, rows, params, prompts, results, duration, speculative,
 def openai_spec_warning(backend, version, source):
     """The level warning when an OpenAI backend's responses carried no per-request speculative fields: which SGLang
     version, what ``accept_length`` is instead (``source``: a key of spec_stats.SERVER_SOURCES or None) and the fix."""
-    how = spec_stats.SERVER_SOURCES.get(source) or ("not measured: the server exposes no /metrics (start it with "
-                                                      "--enable-metrics for the server-side measure)")
+    how = spec_stats.SERVER_SOURCES.get(source) or (
+        "not measured: the server exposes no /metrics (start it with --enable-metrics for the server-side measure)")
     return ("per-request accept length is unavailable on backend %s with SGLang %s: SGLang returns speculative details in "
             "OpenAI responses only from 0.5.23 (return_spec_tokens_details); accept_length is %s, and there is no per-request "
             "or per-category accept length; use backend sglang (/generate meta_info) to measure acceptance per request"
