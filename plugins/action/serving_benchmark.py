@@ -12,9 +12,6 @@ the standard library, and the prompt files need not exist there. Other workloads
 
 from __future__ import annotations
 
-import glob
-import os
-
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
@@ -43,8 +40,7 @@ class ActionModule(ActionBase):
                 result.update(failed=True, msg="serving_benchmark: workload_max_prompts and seed must be integers: %s" % exc)
                 return result
             # a relative path that does not exist from the current directory is taken relative to the playbook's directory
-            if not os.path.isabs(os.path.expanduser(spec)) and not _exists_as_given(spec) and self._loader is not None:
-                spec = os.path.join(self._loader.get_basedir(), spec)
+            spec = workloads.locate(spec, self._loader.get_basedir() if self._loader is not None else None)
             try:
                 _name, rows = workloads.load_workload(spec, cats, limit, seed)
             except workloads.WorkloadError as exc:
@@ -55,7 +51,3 @@ class ActionModule(ActionBase):
         result.update(self._execute_module(module_name="llmops.sglang.serving_benchmark", module_args=args,
                                            task_vars=task_vars))
         return result
-
-
-def _exists_as_given(spec):
-    return os.path.exists(os.path.expanduser(spec)) or bool(glob.glob(os.path.expanduser(spec)))

@@ -6,6 +6,8 @@
 * ``concurrency | llmops.sglang.sweep_plan(request_rates, num_prompts, prompts_per_concurrency, extra_concurrency,
   trace=..., trace_max_requests=..., shared_prefix=...)``
   -> ``[{max_concurrency, request_rate, num_prompts, waves, name}]``
+* ``sglang_benchmark_workload | llmops.sglang.workload_digest(playbook_dir)`` -> ``"sha256:<hex>"`` or ``""``: what
+  the workload sends, by content (``workloads.content_digest``), for the skip-if-unchanged fingerprint.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_plan import PlanError, plan_levels
+from ansible_collections.llmops.sglang.plugins.module_utils.workloads import WorkloadError, content_digest
 
 
 def sweep_plan(concurrency, request_rates=None, num_prompts=1, prompts_per_concurrency=0, extra_concurrency=None,
@@ -37,8 +40,18 @@ def sweep_plan(concurrency, request_rates=None, num_prompts=1, prompts_per_concu
         raise AnsibleFilterError(str(exc))
 
 
+def workload_digest(spec, basedir=None):
+    """Digest of the workload ``spec`` by content (``workloads.content_digest``; relative paths as the serving_benchmark
+    action plugin reads them: from the current directory, else from ``basedir``). Raises AnsibleFilterError naming
+    sglang_benchmark_workload when the files cannot be found or read."""
+    try:
+        return content_digest("" if spec is None else str(spec), basedir)
+    except WorkloadError as exc:
+        raise AnsibleFilterError("sglang_benchmark_workload=%r: %s (nothing was sent)" % (spec, exc))
+
+
 class FilterModule(object):
     """llmops.sglang benchmark filters."""
 
     def filters(self):
-        return {"sweep_plan": sweep_plan}
+        return {"sweep_plan": sweep_plan, "workload_digest": workload_digest}

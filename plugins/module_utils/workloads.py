@@ -38,6 +38,7 @@ file, the line and the fix, before any request is sent.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import random
@@ -263,6 +264,42 @@ def resolve_files(spec):
         raise WorkloadError("workload %r: no such file or directory on the controller, and not one of %s; give a prompt "
                             "file, a directory or a glob, or a named workload" % (spec, ", ".join(NAMED_WORKLOADS)))
     return [spec]
+
+
+def locate(spec, basedir):
+    """Where a file workload ``spec`` is read from: as given (absolute, ``~``, or relative to the current directory
+    when that exists or a glob matches there), else relative to ``basedir`` (the playbook's directory). Named
+    workloads (:data:`NAMED_WORKLOADS`) are returned unchanged. The serving_benchmark action plugin and the
+    benchmark fingerprint both resolve a spec with this function, so they read the same files."""
+    if spec in NAMED_WORKLOADS or not spec:
+        return spec
+    given = os.path.expanduser(spec)
+    if os.path.isabs(given) or os.path.exists(given) or glob.glob(given) or not basedir:
+        return spec
+    return os.path.join(basedir, spec)
+
+
+def content_digest(spec, basedir=None):
+    """``sha256:<64 hex>`` of what a workload spec sends, by content: a file workload hashes the name (base name) and
+    the bytes of every file :func:`resolve_files` reads, in that order (a prompt file edited in place, or a file
+    added to a workload directory, gives a new digest; a file touched without change does not); ``builtin`` and
+    ``auto`` (builtin with speculative decoding) hash the built-in prompt set (a collection upgrade that changes
+    it is a new question); ``random-ids`` and "" give "" (nothing is read). Raises :class:`WorkloadError` as
+    :func:`resolve_files` does, or naming the file that cannot be read."""
+    if not spec or spec == RANDOM_IDS:
+        return ""
+    digest = hashlib.sha256()
+    if spec in (BUILTIN, AUTO):
+        digest.update(json.dumps(BUILTIN_PROMPTS, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        return "sha256:" + digest.hexdigest()
+    for path in resolve_files(locate(spec, basedir)):
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except (IOError, OSError) as exc:
+            raise WorkloadError("workload %s: cannot read %s on the controller (%s); check its permissions" % (spec, path, exc))
+        digest.update(os.path.basename(path).encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+    return "sha256:" + digest.hexdigest()
 
 
 def builtin_rows():

@@ -393,3 +393,25 @@ def test_mtp_ab_random_ids_overestimates_against_the_builtin_set(ab_servers, tmp
     assert speedups["random-ids"] == pytest.approx(1.227, abs=0.06)
     assert speedups["builtin"] == pytest.approx(0.995, abs=0.08)
     assert speedups["random-ids"] / speedups["builtin"] == pytest.approx(1.23, abs=0.1)
+
+
+def test_prompt_file_edited_at_the_same_path_is_benchmarked_again(sglang_sim, tmp_path):
+    """The skip-if-unchanged fingerprint counts a prompt file by its content (workload_sha256): an unchanged file is
+    skipped, the same path with another prompt measures again and names what changed (issue 16)."""
+    srv = sglang_sim(OFF_ARGS, instant=True)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "What is 15*23?", "category": "arith"}\n')
+    extra = {"sglang_benchmark_url": srv.url, "sglang_benchmark_workload": str(prompts), "sglang_benchmark_concurrency": [1],
+             "sglang_benchmark_num_prompts": 1, "sglang_benchmark_output_len": 8, "sglang_benchmark_warmup_requests": 0,
+             "sglang_benchmark_report_dir": str(tmp_path / "reports"), "sglang_benchmark_plots": False}
+    runs = []
+    for i, text in enumerate([None, None, '{"prompt": "Name three prime numbers.", "category": "arith"}\n']):
+        if text:
+            prompts.write_text(text)
+        proc = _playbook(tmp_path, "benchmark.yml", dict(extra, sglang_benchmark_run_id="r%d" % i))
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        runs.append(" ".join(proc.stdout.split()))
+    assert "benchmark on simhost: no benchmark recorded on this host yet" in runs[0]
+    assert "benchmark skipped on simhost: nothing changed since run r0" in runs[1]
+    assert "benchmark on simhost: changed since run r0: benchmark.workload_sha256" in runs[2]
+    assert [(tmp_path / "reports" / "simhost" / r / "results.jsonl").exists() for r in ("r0", "r1", "r2")] == [True, False, True]
