@@ -6,11 +6,23 @@ For each fleet size N (default 1, 4, 8):
   2. write an inventory listing sglang-sbx-1..N (the sandbox playbook's add_host extras only live in its own run) next
      to a link to inventories/sandbox/group_vars, and a private fact cache (the shared .cache/facts may hold other
      sessions' facts for these names);
-  3. time `site.yml` twice: the first run (driver, IOMMU, NCCL, serve, verify, benchmark on every host) and the
-     no-change run (nothing to do; the benchmark skipped), and record the PLAY RECAP and the load average;
+  3. time `site.yml`: the first run (driver, IOMMU, NCCL, serve, verify, benchmark on every host) and the no-change
+     run (nothing to do; the benchmark skipped) over the sandbox's podman connection; with --ssh also a no-change run
+     over SSH (below); record the PLAY RECAP, the load average and the CPU seconds of each run;
   4. at the very end (unless --keep) remove the extra hosts and bring back the default sandbox (sglang-sbx-1 alone).
 
-Prints one line per run and a table with the ratios N/1 (first and no-change). Results go to --out as JSON.
+CPU seconds (load-independent, unlike the wall time on a shared machine): the ansible-playbook process tree (its
+workers, the podman/ssh client processes: getrusage(RUSAGE_CHILDREN)) plus the cgroups of the fleet's containers
+(cpuacct of libpod-<id>: what the tasks cost inside the hosts, their systemd and simulators included) plus podman's
+conmon cgroup (the exec sessions' monitors; shared with any other podman user of the machine at the same time).
+
+--ssh: before the first run every host gets openssh-server (apt, from the Debian archive the sandbox build uses) and
+a key generated for this measurement; the SSH inventory reaches each host at its podman bridge address as root, with
+Ansible's own SSH options: pipelining (ansible.cfg) and ControlMaster/ControlPersist (Ansible's default ssh_args),
+which is how a production fleet is reached. The podman connection plugin cannot pipeline (it says so) and starts
+several `podman exec` per task.
+
+Prints one line per run and a table with the ratios N/1. Results go to --out as JSON.
 
 The sandbox is shared: run it under the lock, and only when the machine can spare the cores, e.g.
     flock /tmp/llmops-sandbox.lock .venv/bin/python benchmarks/fleet_converge.py --sizes 1,4
@@ -23,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,7 +52,7 @@ all:
   children:
     sandbox_fleet:
       vars:
-        ansible_connection: containers.podman.podman
+{connection}
         ansible_python_interpreter: /usr/bin/python3
       children:
         gpu_hosts:
@@ -62,14 +75,75 @@ def loadavg():
         return [float(x) for x in fh.read().split()[:3]]
 
 
-def playbook(args, extra_env=None, log=None):
-    """Run ansible-playbook ARGS from the repository root; returns (rc, seconds, output, recap)."""
+CPUACCT = "/sys/fs/cgroup/cpuacct/libpod_parent"
+
+
+def container_cgroups(names):
+    """cpuacct.usage files (ns) of these containers and of podman's conmon cgroup (cgroup v1 with the cgroupfs manager,
+    tests/sandbox/containers.conf); [] where the layout differs (then only the client's CPU is counted)."""
+    files = []
+    for name in names:
+        cid = subprocess.run(["podman", "inspect", "--format", "{{.Id}}", name], env=env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, check=False).stdout.strip()
+        path = os.path.join(CPUACCT, "libpod-%s" % cid, "cpuacct.usage")
+        if cid and os.path.exists(path):
+            files.append(path)
+    conmon = os.path.join(CPUACCT, "conmon", "cpuacct.usage")
+    return files + ([conmon] if os.path.exists(conmon) else [])
+
+
+def ssh_master_seconds(control_dir):
+    """CPU seconds so far of the SSH ControlMaster processes whose control sockets are in ``control_dir`` (they
+    daemonise, so getrusage of the playbook does not see them; they carry every multiplexed session's crypto)."""
+    total = 0.0
+    if not control_dir:
+        return total
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                if control_dir.encode() not in fh.read():
+                    continue
+            with open("/proc/%s/stat" % pid) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / float(tick)   # utime, stime
+        except (IOError, OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def cg_seconds(files):
+    """Per file: CPU seconds so far (cpuacct.usage is in nanoseconds)."""
+    out = []
+    for f in files:
+        with open(f) as fh:
+            out.append(int(fh.read().strip()) / 1e9)
+    return out
+
+
+def playbook(args, extra_env=None, log=None, cgroups=None, control_dir=None):
+    """Run ansible-playbook ARGS from the repository root; returns (rc, seconds, output, recap, cpu).
+
+    ``cpu``: {client_s, containers_s, conmon_s}, the CPU seconds the run cost (module docstring); ``cgroups`` the
+    files of :func:`container_cgroups` (the conmon one last); ``control_dir``: the SSH control socket directory of the
+    inventory (:func:`enable_ssh`), whose masters' CPU counts as the client's."""
     e = env()
     e.update(extra_env or {})
+    cg0 = cg_seconds(cgroups or [])
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ms0 = ssh_master_seconds(control_dir)
     t0 = time.monotonic()
     proc = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook")] + args, cwd=ROOT, env=e,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     dt = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cg = [b - a for a, b in zip(cg0, cg_seconds(cgroups or []))]
+    cpu = {"client_s": round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+                             + ssh_master_seconds(control_dir) - ms0, 1),
+           "containers_s": round(sum(cg[:-1]), 1) if cgroups else None,
+           "conmon_s": round(cg[-1], 1) if cgroups else None}
     recap = {}
     for line in proc.stdout.splitlines():
         m = RECAP_RE.match(line.strip())
@@ -78,15 +152,28 @@ def playbook(args, extra_env=None, log=None):
     if log:
         with open(log, "w") as fh:
             fh.write(proc.stdout)
-    return proc.returncode, dt, proc.stdout, recap
+    return proc.returncode, dt, proc.stdout, recap, cpu
 
 
-def write_inventory(n, directory, slow=None):
+def write_inventory(n, directory, slow=None, ssh=None):
     """hosts.yml for sglang-sbx-1..n; ``slow`` = (host number, {SGLANG_SIM_*: value}) gives that host a simulator
-    environment with these knobs added to the group's sglang_server_extra_env (a slower host for the fleet report)."""
+    environment with these knobs added to the group's sglang_server_extra_env (a slower host for the fleet report);
+    ``ssh`` = {"key": private key file, "addresses": {host: IP}}: reach the hosts over SSH instead of podman."""
     lines = []
+    if ssh:
+        connection = "\n".join([
+            "        ansible_connection: ansible.builtin.ssh",
+            "        ansible_user: root",
+            "        ansible_ssh_private_key_file: %s" % ssh["key"],
+            # fresh hosts with fresh host keys on every measurement; a real fleet keeps known_hosts
+            "        ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            "        ansible_control_path_dir: %s" % ssh["control_dir"]])
+    else:
+        connection = "        ansible_connection: containers.podman.podman"
     for i in range(1, n + 1):
         lines.append("            sglang-sbx-%d:" % i)
+        if ssh:
+            lines.append("              ansible_host: %s" % ssh["addresses"]["sglang-sbx-%d" % i])
         if slow and slow[0] == i:
             import yaml  # ansible's dependency, in .venv
             with open(os.path.join(ROOT, "inventories", "sandbox", "group_vars", "all", "sglang_server.yml")) as fh:
@@ -95,31 +182,67 @@ def write_inventory(n, directory, slow=None):
             lines.append("              sglang_server_extra_env: %s" % json.dumps(env_vars))
     hosts = "\n".join(lines)
     with open(os.path.join(directory, "hosts.yml"), "w") as fh:
-        fh.write(INVENTORY.format(n=n, hosts=hosts))
+        fh.write(INVENTORY.format(n=n, hosts=hosts, connection=connection))
     os.symlink(os.path.join(ROOT, "inventories", "sandbox", "group_vars"), os.path.join(directory, "group_vars"))
     return directory
 
 
 def sandbox(*extra):
-    rc, dt, out, dummy = playbook(["tests/sandbox/sandbox.yml"] + list(extra))
+    rc, dt, out, dummy, dummy2 = playbook(["tests/sandbox/sandbox.yml"] + list(extra))
     if rc != 0:
         sys.exit("sandbox.yml %s failed (rc %d):\n%s" % (" ".join(extra), rc, out[-4000:]))
     return dt
 
 
-def measure(n, site_args, logdir, slow=None):
-    """Fresh sandbox of n hosts, then site.yml first and no-change run. Returns a dict of results."""
+def enable_ssh(names, logdir):
+    """openssh-server and one new key on each host; returns {"key": path, "addresses": {name: IP}, "control_dir": the
+    directory of this measurement's SSH control sockets}."""
+    key = os.path.join(logdir, "ssh_key")
+    if not os.path.exists(key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fleet_converge", "-f", key], check=True)
+    with open(key + ".pub") as fh:
+        pub = fh.read()
+    addresses = {}
+    for name in names:
+        script = ("set -e; command -v sshd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                  "--no-install-recommends openssh-server >/dev/null; install -d -m 700 /root/.ssh; "
+                  "cat > /root/.ssh/authorized_keys; chmod 600 /root/.ssh/authorized_keys; systemctl start ssh")
+        proc = subprocess.run(["podman", "exec", "-i", name, "bash", "-c", script], input=pub, env=env(), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        if proc.returncode != 0:
+            sys.exit("openssh-server on %s failed (rc %d): %s" % (name, proc.returncode, proc.stdout[-2000:]))
+        addresses[name] = subprocess.run(["podman", "inspect", "--format", "{{.NetworkSettings.IPAddress}}", name], env=env(),
+                                         stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    control_dir = os.path.join(logdir, "cp")
+    os.makedirs(control_dir, exist_ok=True)
+    return {"key": key, "addresses": addresses, "control_dir": control_dir}
+
+
+def measure(n, site_args, logdir, slow=None, ssh=False):
+    """Fresh sandbox of n hosts, then site.yml first and no-change run (and a no-change run over SSH with ``ssh``).
+    Returns a dict of results."""
     sandbox("-e", "sandbox_state=absent")
     up = sandbox("-e", "sandbox_hosts=%d" % n)
-    inv = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-%d-" % n, dir=logdir), slow if slow and slow[0] <= n else None)
+    names = ["sglang-sbx-%d" % i for i in range(1, n + 1)]
+    slow_n = slow if slow and slow[0] <= n else None
+    inv = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-%d-" % n, dir=logdir), slow_n)
+    kinds = [("first", inv, None), ("no_change", inv, None)]
+    if ssh:
+        access = enable_ssh(names, logdir)
+        inv_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-ssh-%d-" % n, dir=logdir), slow_n, ssh=access)
+        kinds.append(("no_change_ssh", inv_ssh, access["control_dir"]))
+    cgroups = container_cgroups(names)
     facts = tempfile.mkdtemp(prefix="fleet-facts-%d-" % n, dir=logdir)
     extra_env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": facts}
-    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}, "slow": slow if slow and slow[0] <= n else None}
-    for kind in ("first", "no_change"):
+    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}, "slow": slow_n}
+    for kind, inventory, control_dir in kinds:
         load_before = loadavg()
-        rc, dt, out, recap = playbook(["-i", inv, "site.yml"] + site_args, extra_env,
-                                      log=os.path.join(logdir, "site-%d-%s.log" % (n, kind)))
-        run = {"rc": rc, "seconds": round(dt, 1), "load_before": load_before, "load_after": loadavg(),
+        rc, dt, out, recap, cpu = playbook(["-i", inventory, "site.yml"] + site_args, extra_env,
+                                           log=os.path.join(logdir, "site-%d-%s.log" % (n, kind)), cgroups=cgroups,
+                                           control_dir=control_dir)
+        run = {"rc": rc, "seconds": round(dt, 1), "load_before": load_before, "load_after": loadavg(), "cpu": cpu,
+               "cpu_total_s": round(sum(v for v in cpu.values() if v is not None), 1),
+               "tasks": sum(r["ok"] for r in recap.values()),  # task results that ran (ok counts changed ones too)
                "changed": sum(r["changed"] for r in recap.values()), "failed": sum(r["failed"] for r in recap.values()),
                "hosts_in_recap": len(recap),
                "benchmark_skipped": out.count("benchmark skipped on "),
@@ -127,8 +250,10 @@ def measure(n, site_args, logdir, slow=None):
         fleet = re.search(r"fleet report: ([^\s']+)", out)
         run["fleet_report"] = fleet.group(1) if fleet else None
         res["runs"][kind] = run
-        print("N=%d %-9s rc=%d %6.1f s  changed=%d failed=%d skipped-benchmarks=%d warnings=%d  load %s -> %s"
-              % (n, kind, rc, dt, run["changed"], run["failed"], run["benchmark_skipped"], run["warnings"],
+        print("N=%d %-13s rc=%d %6.1f s  cpu %.1f s (client %.1f, containers %s, conmon %s)  ok=%d changed=%d failed=%d "
+              "skipped-benchmarks=%d warnings=%d  load %s -> %s"
+              % (n, kind, rc, dt, run["cpu_total_s"], cpu["client_s"], cpu["containers_s"], cpu["conmon_s"], run["tasks"],
+                 run["changed"], run["failed"], run["benchmark_skipped"], run["warnings"],
                  "/".join("%.2f" % x for x in load_before), "/".join("%.2f" % x for x in run["load_after"])), flush=True)
         if rc != 0:
             print(out[-3000:])
@@ -144,6 +269,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="leave the last fleet running (default: back to sglang-sbx-1 alone)")
     ap.add_argument("--slow", default="", help="HOST:KNOB=VALUE, e.g. 3:SGLANG_SIM_T0_MS=12: sglang-sbx-3 gets a slower simulator "
                     "timing (docs/simulator.md), so the fleet report has a host to flag")
+    ap.add_argument("--ssh", action="store_true", help="also a no-change run over SSH (openssh-server and a new key on "
+                    "each host; pipelining and ControlPersist)")
     ap.add_argument("site_args", nargs="*", help="extra ansible-playbook arguments for site.yml (after --)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -163,23 +290,28 @@ def main():
     results = []
     try:
         for n in sizes:
-            results.append(measure(n, args.site_args, logdir, slow))
+            results.append(measure(n, args.site_args, logdir, slow, args.ssh))
     finally:
         if not args.keep:
             sandbox("-e", "sandbox_state=absent")
             sandbox()
     base = next((r for r in results if r["hosts"] == 1), None)
 
-    def ratio(kind, run):
-        return "%.2f" % (run["seconds"] / base["runs"][kind]["seconds"]) if base and run and kind in base["runs"] else "-"
-
-    print("\n| hosts | first run s | no-change s | first / 1-host | no-change / 1-host | load avg (1 min) before first / no-change |")
-    print("|---:|---:|---:|---:|---:|---|")
+    kinds = ["first", "no_change"] + (["no_change_ssh"] if args.ssh else [])
+    print("\n| hosts | run | wall s | wall / 1-host | CPU s (client + containers + conmon) | CPU / 1-host | tasks ok | "
+          "load avg (1 min) before |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        f, z = r["runs"].get("first", {}), r["runs"].get("no_change", {})
-        print("| %d | %s | %s | %s | %s | %s / %s |" % (
-            r["hosts"], f.get("seconds", "-"), z.get("seconds", "-"), ratio("first", f), ratio("no_change", z),
-            f.get("load_before", ["-"])[0], z.get("load_before", ["-"])[0]))
+        for kind in kinds:
+            run = r["runs"].get(kind)
+            if not run:
+                continue
+            b = base["runs"].get(kind) if base else None
+            print("| %d | %s | %.1f | %s | %.1f (%.1f + %s + %s) | %s | %d | %.2f |" % (
+                r["hosts"], kind, run["seconds"], "%.2f" % (run["seconds"] / b["seconds"]) if b else "-",
+                run["cpu_total_s"], run["cpu"]["client_s"], run["cpu"]["containers_s"], run["cpu"]["conmon_s"],
+                "%.2f" % (run["cpu_total_s"] / b["cpu_total_s"]) if b and b["cpu_total_s"] else "-",
+                run["tasks"], run["load_before"][0]))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump({"sizes": sizes, "site_args": args.site_args, "cores": os.cpu_count(), "results": results}, fh, indent=1)
