@@ -20,6 +20,7 @@ Standard library only (it runs in modules on the controller). Pieces:
 """
 from __future__ import annotations
 
+import json
 import math
 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import percentile
@@ -407,6 +408,133 @@ def speedup_table(results, baseline_key, objective="throughput"):
             rows.append({"concurrency": conc, "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"], "n": iv["n"]})
         out[res["arm"]["key"]] = rows
     return out
+
+
+def category_acceptance(results, levels):
+    """Per arm, concurrency and workload category: the acceptance the arm's trials measured.
+
+    ``results``: ``[{"arm": {"key", ...}, "trials": [records, ...]}]`` (as for :func:`decide`); each record may carry
+    ``categories`` (serving_benchmark with a prompt workload: per category ``accept_length`` pooled as
+    Σcompletion_tokens / Σspec_verify_ct, ``accept_rate`` pooled as Σaccepted / Σproposed, ``completed``; see
+    ``spec_stats.group_stats``). ``levels``: the concurrencies to report (the decision's weighted levels).
+
+    For each (arm, level, category) the values are the plain mean over the trials that reported them (one trial is
+    one sweep, the same prompts for every arm); a trial whose category has no accept length (speculation off, an
+    OpenAI backend) is left out of that mean. ``accept_rate`` is None unless at least one trial had it.
+
+    :returns: ``{arm key: {"<concurrency>": {category: {"accept_length", "accept_rate", "requests", "trials"}}}}`` with
+        concurrencies as strings (JSON keys) and categories sorted; an arm or level without category data maps to ``{}``.
+    """
+    out = {}
+    wanted = sorted(set(int(c) for c in levels))
+    for res in results:
+        per_level = {}
+        for conc in wanted:
+            sums = {}
+            for records in res["trials"]:
+                rec = _level_records(records).get(conc)
+                if not rec:
+                    continue
+                for cat, st in (rec.get("categories") or {}).items():
+                    acc = st.get("accept_length")
+                    if not isinstance(acc, (int, float)) or isinstance(acc, bool):
+                        continue
+                    slot = sums.setdefault(cat, {"acc": [], "rate": [], "requests": 0})
+                    slot["acc"].append(float(acc))
+                    if isinstance(st.get("accept_rate"), (int, float)) and not isinstance(st.get("accept_rate"), bool):
+                        slot["rate"].append(float(st["accept_rate"]))
+                    slot["requests"] += int(st.get("completed") or 0)
+            per_level[str(conc)] = dict(
+                (cat, {"accept_length": sum(v["acc"]) / len(v["acc"]),
+                       "accept_rate": (sum(v["rate"]) / len(v["rate"])) if v["rate"] else None,
+                       "requests": v["requests"], "trials": len(v["acc"])})
+                for cat, v in sorted(sums.items()))
+        out[res["arm"]["key"]] = per_level
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# keeping the decision: the sglang_server role serves the tuned arm (sglang_server_speculative_from_decision)
+# ------------------------------------------------------------------------------------------------------
+
+#: What a decision is only valid for: the key in the decision's ``fingerprint`` -> the role variable or fact it
+#: comes from (the tuner writes these at plan time, playbooks/spec_tune.yml; the role compares them when it serves).
+DECISION_MATCH_KEYS = (
+    ("model_path", "sglang_server_model_path"),
+    ("sglang_version", "sglang_server_version"),
+    ("tp_size", "sglang_server_tp_size"),
+    ("gpu_models", "ansible_facts.llmops_gpu.gpus[].name"),
+    ("gpu_count", "ansible_facts.llmops_gpu.gpu_count"),
+)
+
+
+def _match_value(key, value):
+    """Canonical form of one DECISION_MATCH_KEYS value (so "1" and 1, or an unsorted GPU list, compare equal)."""
+    if value in (None, ""):
+        return None
+    if key in ("tp_size", "gpu_count"):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return str(value)
+    if key == "gpu_models":
+        if isinstance(value, (list, tuple)):
+            return sorted(set(str(v) for v in value))
+        return [str(value)]
+    if key == "sglang_version":
+        return str(value).lstrip("v")
+    return str(value)
+
+
+def tuned_settings(text, current, path="", host=""):
+    """The speculative settings of the tuning decision recorded on a host, checked against the host's setup now.
+
+    ``text``: the decision file written by playbooks/spec_tune.yml (JSON: ``arm``, ``server_vars``
+    (``sglang_server_speculative_*``), ``time``, ``fingerprint``, ...); None or "" when the file does not exist.
+    ``current``: the setup the server is about to be served with, keyed as :data:`DECISION_MATCH_KEYS`
+    (``model_path``, ``sglang_version``, ``tp_size``, ``gpu_models`` (list of str), ``gpu_count``).
+    ``path``/``host``: only for the messages.
+
+    :returns: ``{"speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+        "speculative_num_draft_tokens", "speculative_draft_model_path", "arm" (key), "time", "path"}``.
+    :raises SpecDecisionError: no file, not JSON, not a decision, or a decision taken for another model, SGLang
+        version, tensor-parallel size or GPU (model or count), naming each difference and the fix.
+    """
+    where = "sglang_server_speculative_from_decision=true on %s" % (host or "this host")
+    retune = ("Fix: tune this setup (ansible-playbook playbooks/spec_tune.yml -e llmops_target=%s ...), or set "
+              "sglang_server_speculative_from_decision=false and give sglang_server_speculative_* in the inventory." % (host or "<host>"))
+    if text in (None, ""):
+        raise SpecDecisionError("%s, but there is no tuning decision at %s: the speculative settings to serve are unknown. %s"
+                                % (where, path, retune))
+    try:
+        decision = json.loads(text)
+    except ValueError as exc:
+        raise SpecDecisionError("%s: the decision file %s is not JSON (%s). %s" % (where, path, exc, retune))
+    server_vars = decision.get("server_vars") if isinstance(decision, dict) else None
+    fingerprint = decision.get("fingerprint") if isinstance(decision, dict) else None
+    if not isinstance(server_vars, dict) or not isinstance(fingerprint, dict):
+        raise SpecDecisionError("%s: %s is not a spec_tune decision (no server_vars / fingerprint). %s" % (where, path, retune))
+    diffs = []
+    for key, source in DECISION_MATCH_KEYS:
+        then, now = _match_value(key, fingerprint.get(key)), _match_value(key, current.get(key))
+        if then is None and key not in fingerprint:
+            diffs.append("%s not recorded in the decision (written by an older spec_tune), %s now" % (key, now))
+        elif then != now:
+            diffs.append("%s %s then, %s now (%s)" % (key, then, now, source))
+    if diffs:
+        raise SpecDecisionError("%s: the decision in %s (arm %s, %s) was measured on another setup: %s. A draft length tuned "
+                                "there is not evidence for this one. %s" % (
+                                    where, path, (decision.get("arm") or {}).get("key", "?"), decision.get("time", "?"),
+                                    "; ".join(diffs), retune))
+    out = {}
+    for key in ARM_KEYS[1:]:
+        if "sglang_server_" + key not in server_vars:
+            raise SpecDecisionError("%s: the decision in %s lacks sglang_server_%s. %s" % (where, path, key, retune))
+        out[key] = server_vars["sglang_server_" + key]
+    arm = normalize_arm(out)
+    result = dict((k, arm[k]) for k in ARM_KEYS[1:])
+    result.update(arm=arm["key"], time=decision.get("time"), path=path)
+    return result
 
 
 # ------------------------------------------------------------------------------------------------------

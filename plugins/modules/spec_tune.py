@@ -192,7 +192,9 @@ decision:
     C(no_significant_difference), C(basis), C(objective), C(unit), C(weights), per-arm C(arms) with C(values),
     C(mean), C(sd), C(n), C(vs_best) and C(vs_baseline) intervals - plus C(time) (UTC ISO 8601, when first decided),
     C(speedup_table) (per arm and concurrency, speedup over the simplest arm with its 95 % bounds) and
-    C(accept_length) (per arm and concurrency, mean over trials).
+    C(accept_length) (per arm and concurrency, mean over trials) and C(category_acceptance) (per arm, weighted
+    concurrency and workload category, C(accept_length), C(accept_rate), C(requests), C(trials); see
+    C(spec_decision.category_acceptance)).
   returned: always
   type: dict
 winner:
@@ -432,10 +434,41 @@ def decision_markdown(title, decision, state):
         for r in rows:
             cells.append("%.3f" % r["speedup"] if r["low"] is None else "%.3f [%.3f, %.3f]" % (r["speedup"], r["low"], r["high"]))
         lines.append("| %s | %s |" % (key, " | ".join(cells)))
+    lines += category_markdown(d)
     failed = [(k, e["failed"]) for k, e in state["arms"].items() if e.get("failed")]
     if failed or d["problems"]:
         lines += ["", "## Left out", ""] + ["- `%s`: %s" % (k, why) for k, why in failed] + ["- %s" % x for x in d["problems"]]
     return "\n".join(lines) + "\n"
+
+
+def category_markdown(decision):
+    """Lines of decision.md's per-category acceptance section: one table per weighted concurrency, a row per arm, a
+    column per workload category, each cell the accept length (mean over trials) and, when the server reports the
+    counts (SGLang 0.5.9+), the accept rate in %. Empty when no arm measured categories (random-ids workload)."""
+    table = decision.get("category_acceptance") or {}
+    lines = []
+    for conc in sorted(decision["weights"], key=int):
+        cats = sorted(set(cat for per in table.values() for cat in (per.get(str(conc)) or {})))
+        if not cats:
+            continue
+        if not lines:
+            lines = ["", "## Acceptance by workload category", "",
+                     "Accept length (tokens per verify step, mean over trials); accept rate in brackets where the server "
+                     "reports drafted and accepted tokens. `-`: no speculation, or the category was not measured."]
+        lines += ["", "Concurrency %s:" % conc, "", "| arm | " + " | ".join(cats) + " |", "|---|" + "---:|" * len(cats)]
+        for key in [a["key"] for a in decision["arms"]]:
+            per = (table.get(key) or {}).get(str(conc)) or {}
+            cells = []
+            for cat in cats:
+                c = per.get(cat)
+                if not c:
+                    cells.append("-")
+                elif c.get("accept_rate") is None:
+                    cells.append("%.2f" % c["accept_length"])
+                else:
+                    cells.append("%.2f (%.0f %%)" % (c["accept_length"], 100 * c["accept_rate"]))
+            lines.append("| %s | %s |" % (key, " | ".join(cells)))
+    return lines
 
 
 def plot_speedup(path, title, table, baseline):
@@ -479,6 +512,7 @@ def decide(p, check_mode):
     decision["time"] = previous.get("time") if same and previous.get("time") else _utcnow()
     decision["speedup_table"] = sd.speedup_table(results, decision["baseline"], p["objective"])
     decision["accept_length"] = dict((k, dict((str(c), v) for c, v in per.items())) for k, per in accept_lengths(results).items())
+    decision["category_acceptance"] = sd.category_acceptance(results, [int(c) for c in decision["weights"]])
     decision["fingerprint"] = state.get("fingerprint", {})
     winner = next(r["arm"] for r in results if r["arm"]["key"] == decision["winner"])
     winner_vars = dict(("sglang_server_" + k, winner[k]) for k in sd.ARM_KEYS[1:])
