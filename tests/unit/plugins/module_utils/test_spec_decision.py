@@ -214,3 +214,56 @@ def test_distribution_weights_nearest_level_on_log2():
     assert w == {8: 4 * 1 + 8 * 2 + 12 * 1, 32: 16.0}
     with pytest.raises(SpecDecisionError):
         sd.distribution_weights({}, [1])
+
+
+# -- keeping the decision (sglang_server_speculative_from_decision) -----------------------------------
+
+def _decision(**fp):
+    fingerprint = {"model_path": "/models/Qwen3.5-122B-A10B", "sglang_version": "0.5.9", "tp_size": 4,
+                   "gpu_models": ["NVIDIA H200"], "gpu_count": 4}
+    fingerprint.update(fp)
+    return {"arm": {"key": "NEXTN-s1-k1-d2"}, "time": "2026-12-01T10:00:00Z", "fingerprint": fingerprint,
+            "server_vars": {"sglang_server_speculative_algorithm": "NEXTN", "sglang_server_speculative_num_steps": 1,
+                            "sglang_server_speculative_eagle_topk": 1, "sglang_server_speculative_num_draft_tokens": 2,
+                            "sglang_server_speculative_draft_model_path": None}}
+
+
+NOW = {"model_path": "/models/Qwen3.5-122B-A10B", "sglang_version": "v0.5.9", "tp_size": "4",
+       "gpu_models": ["NVIDIA H200"] * 4, "gpu_count": 4}
+
+
+def test_tuned_settings_matching_setup():
+    import json
+    # "v0.5.9" vs "0.5.9", "4" vs 4 and one name per GPU vs the unique list are the same setup
+    got = sd.tuned_settings(json.dumps(_decision()), NOW, "/etc/sglang/x.json", "gpu1")
+    assert got == {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 2, "speculative_draft_model_path": None, "arm": "NEXTN-s1-k1-d2",
+                   "time": "2026-12-01T10:00:00Z", "path": "/etc/sglang/x.json"}
+
+
+@pytest.mark.parametrize("text, words", [
+    (None, ["no tuning decision at /d.json", "playbooks/spec_tune.yml", "sglang_server_speculative_from_decision=false"]),
+    ("{not json", ["/d.json is not JSON"]),
+    ('{"arm": {}}', ["is not a spec_tune decision"]),
+])
+def test_tuned_settings_refuses_what_is_not_a_decision(text, words):
+    with pytest.raises(SpecDecisionError) as err:
+        sd.tuned_settings(text, NOW, "/d.json", "gpu1")
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_tuned_settings_refuses_another_setup_naming_each_difference():
+    import json
+    text = json.dumps(_decision(model_path="/models/Other", gpu_count=8))
+    with pytest.raises(SpecDecisionError) as err:
+        sd.tuned_settings(text, NOW, "/d.json", "gpu1")
+    msg = str(err.value)
+    assert "model_path /models/Other then, /models/Qwen3.5-122B-A10B now (sglang_server_model_path)" in msg
+    assert "gpu_count 8 then, 4 now" in msg
+    assert "sglang_version" not in msg.split("another setup")[1].split("Fix")[0]
+    old = _decision()
+    del old["fingerprint"]["gpu_models"]
+    with pytest.raises(SpecDecisionError) as err:
+        sd.tuned_settings(json.dumps(old), NOW, "/d.json", "gpu1")
+    assert "gpu_models not recorded in the decision" in str(err.value)

@@ -92,3 +92,53 @@ def test_bad_arm_and_corrupt_state(capsys, tmp_path):
     assert "is not JSON" in out["msg"]
     out = run(capsys, {"action": "plan", "state_file": str(tmp_path / "s2.json"), "min_trials": 1}, fail=True)
     assert "min_trials=1" in out["msg"]
+
+
+def cat_recs(t1, t8, cats8):
+    """Records of one trial at concurrency 1 and 8; ``cats8``: the categories block of level 8 (spec_stats.group_stats
+    keys that matter here). Level 1 carries a category too, which must not show: only weighted levels are reported."""
+    return [{"max_concurrency": 1, "output_throughput": t1, "failed": 0,
+             "categories": {"math": {"accept_length": 9.9, "accept_rate": 0.99, "completed": 1}}},
+            {"max_concurrency": 8, "output_throughput": t8, "failed": 0, "categories": cats8}]
+
+
+def test_decision_reports_acceptance_per_category(capsys, tmp_path):
+    state = str(tmp_path / "state.json")
+    base = {"state_file": state, "fingerprint": FP}
+    arms = [{"speculative_algorithm": None}, ARMS[0]]
+    run(capsys, dict(base, action="plan", arms=arms))
+    rec = dict(base, action="record", objective="throughput", weights={"8": 1})
+    # speculation off: the server reports no verify steps, so the categories have no accept length
+    off = {"math": {"accept_length": None, "accept_rate": None, "completed": 4},
+           "coding": {"accept_length": None, "accept_rate": None, "completed": 4}}
+    for t, v in ((1, 900), (2, 905)):
+        run(capsys, dict(rec, arm="off", trial=t, records=cat_recs(110, v, off)))
+    run(capsys, dict(base, action="finish", arm="off", duration_s=50.0))
+    s3 = "NEXTN-s3-k1-d4"
+    run(capsys, dict(rec, arm=s3, trial=1, records=cat_recs(200, 1000, {
+        "math": {"accept_length": 3.2, "accept_rate": 0.74, "completed": 4},
+        "coding": {"accept_length": 2.6, "accept_rate": 0.54, "completed": 4}})))
+    run(capsys, dict(rec, arm=s3, trial=2, records=cat_recs(201, 1002, {
+        "math": {"accept_length": 3.0, "accept_rate": 0.66, "completed": 4},
+        "coding": {"accept_length": 2.4, "accept_rate": 0.46, "completed": 4},
+        "rag": {"accept_length": 1.8, "accept_rate": None, "completed": 2}})))
+    run(capsys, dict(base, action="finish", arm=s3, duration_s=60.0))
+    out = run(capsys, dict(base, action="decide", weights={"8": 1}, report_dir=str(tmp_path / "r"), plots=False))
+    cats = out["decision"]["category_acceptance"]
+    # by hand: math (3.2 + 3.0) / 2 = 3.1, rate (0.74 + 0.66) / 2 = 0.70, 4 + 4 requests; coding (2.6 + 2.4) / 2 = 2.5,
+    # rate (0.54 + 0.46) / 2 = 0.50; rag only in trial 2: 1.8, no rate; off: nothing to report; level 1 not weighted
+    assert cats["off"] == {"8": {}}
+    assert list(cats[s3]) == ["8"]
+    got = cats[s3]["8"]
+    assert list(got) == ["coding", "math", "rag"]
+    assert got["math"]["accept_length"] == pytest.approx(3.1) and got["math"]["accept_rate"] == pytest.approx(0.70)
+    assert got["math"]["requests"] == 8 and got["math"]["trials"] == 2
+    assert got["coding"]["accept_length"] == pytest.approx(2.5) and got["coding"]["accept_rate"] == pytest.approx(0.50)
+    assert got["rag"] == {"accept_length": pytest.approx(1.8), "accept_rate": None, "requests": 2, "trials": 1}
+    md = out["markdown"]
+    assert "## Acceptance by workload category" in md
+    assert "| arm | coding | math | rag |" in md
+    assert "| off | - | - | - |" in md
+    assert "| NEXTN-s3-k1-d4 | 2.50 (50 %) | 3.10 (70 %) | 1.80 |" in md
+    saved = json.loads((tmp_path / "r" / "decision.json").read_text())
+    assert saved["category_acceptance"][s3]["8"]["math"]["accept_length"] == pytest.approx(3.1)
