@@ -77,14 +77,14 @@ def main():
     e = env(tempfile.mkdtemp(prefix="facts-", dir=logdir))
     results = {"logdir": logdir, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
-        rc, dt, out, _ = playbook(["tests/sandbox/sandbox.yml", "-e", "sandbox_hosts=3"], e, os.path.join(logdir, "sandbox.log"))
+        rc, dt, out, dummy = playbook(["tests/sandbox/sandbox.yml", "-e", "sandbox_hosts=3"], e, os.path.join(logdir, "sandbox.log"))
         results["sandbox_up"] = {"rc": rc, "seconds": round(dt, 1)}
         print("sandbox.yml -e sandbox_hosts=3: rc=%d %.0f s" % (rc, dt), flush=True)
         if rc != 0:
             sys.exit("sandbox.yml failed: see %s" % os.path.join(logdir, "sandbox.log"))
         # the new hosts get the driver (stand-in), IOMMU and NCCL stages, as site.yml would, so their GPU facts are read
         # the same way as the canary's (nvidia-smi comes with the driver package)
-        rc, dt, out, _ = playbook(["-i", inv, "site.yml", "--tags", "preflight,host", "-l", "sglang-sbx-2,sglang-sbx-3",
+        rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "--tags", "preflight,host", "-l", "sglang-sbx-2,sglang-sbx-3",
                                    "-e", "sglang_server_speculative_from_decision=false"], e, os.path.join(logdir, "host.log"))
         results["host_stage"] = {"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out)}
         print("site.yml --tags preflight,host on sglang-sbx-2,3: rc=%d %.0f s" % (rc, dt), flush=True)
@@ -95,7 +95,7 @@ def main():
         ev = {"spec_tune_arms": ARMS, "sglang_benchmark_concurrency": [1], "spec_tune_target_concurrency": 1, "spec_tune_trials": 2,
               "sglang_benchmark_output_len": 32, "sglang_benchmark_input_len": 32, "spec_tune_run_id": "spec-tune-fleet-sbx",
               "spec_tune_fresh": True}
-        rc, dt, out, _ = playbook(["-i", inv, "playbooks/spec_tune_fleet.yml", "-e", json.dumps(ev)], e, os.path.join(logdir, "fleet.log"))
+        rc, dt, out, dummy = playbook(["-i", inv, "playbooks/spec_tune_fleet.yml", "-e", json.dumps(ev)], e, os.path.join(logdir, "fleet.log"))
         flat = re.sub(r"\s+", " ", out)
         results["fleet"] = {"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out)}
         print("spec_tune_fleet.yml: rc=%d %.0f s recap %s" % (rc, dt, recap_of(out)), flush=True)
@@ -118,12 +118,13 @@ def main():
         follower = decisions["sglang-sbx-2"] or {}
         check("the follower holds the canary's decision", (follower.get("arm") or {}).get("key") == winner
               and follower.get("rolled_out_to") == "sglang-sbx-2" and follower.get("time") == canary.get("time"),
-              "sglang-sbx-2: arm %s, time %s, rolled_out_to %s" % ((follower.get("arm") or {}).get("key"), follower.get("time"),
-                                                                    follower.get("rolled_out_to")))
+              "sglang-sbx-2: arm %s, time %s, rolled_out_to %s" % (
+                  (follower.get("arm") or {}).get("key"), follower.get("time"), follower.get("rolled_out_to")))
         f1, f2, f3 = spec_flags("sglang-sbx-1"), spec_flags("sglang-sbx-2"), spec_flags("sglang-sbx-3")
         results["exec_start_flags"] = {"sglang-sbx-1": f1, "sglang-sbx-2": f2, "sglang-sbx-3": f3}
-        want = [] if winner == "off" else [("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
-                                            ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "2")]
+        want = [] if winner == "off" else [
+            ("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "1"),
+            ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "2")]
         check("the winner runs on the canary and the follower (ExecStart)", sorted(f1) == sorted(want) and sorted(f2) == sorted(want),
               "sglang-sbx-1 %s; sglang-sbx-2 %s" % (f1 or "(no speculative flags)", f2 or "(no speculative flags)"))
         check("the refused host got no decision", decisions["sglang-sbx-3"] is None,

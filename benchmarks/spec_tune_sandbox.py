@@ -173,7 +173,7 @@ def main():
 
     # 0. no decision on the host; the baseline server from the inventory (site.yml, from_decision false for this run)
     host_sh("rm -f /etc/sglang/sglang-server.spec_decision.json")
-    rc, dt, out, _ = playbook(["-i", inv, "site.yml", "-e", "sglang_server_speculative_from_decision=false",
+    rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "-e", "sglang_server_speculative_from_decision=false",
                                "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e, os.path.join(logdir, "site0.log"))
     results["site0"] = {"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out), "unit": unit_state()}
     print("site.yml baseline: rc=%d %.0f s, ExecStart speculative flags %s" % (rc, dt, results["site0"]["unit"]["speculative_flags"]), flush=True)
@@ -212,8 +212,8 @@ def main():
 
     # 2/3. resumed run
     t_resume = time.monotonic()
-    rc, dt, out2, _ = playbook(["-i", inv, "playbooks/spec_tune.yml", "-e", json.dumps(ev)], e, os.path.join(logdir, "tune2.log"))
-    arms2, _ = read_state(state_file)
+    rc, dt, out2, dummy = playbook(["-i", inv, "playbooks/spec_tune.yml", "-e", json.dumps(ev)], e, os.path.join(logdir, "tune2.log"))
+    arms2, dummy = read_state(state_file)
     first, second = order_state[0], order_state[1]
     redone_first = re.findall(r"TASK \[Benchmark one trial: %s #(\d+)\]" % re.escape(first), out2)
     second_trials = re.findall(r"TASK \[Benchmark one trial: %s #(\d+)\]" % re.escape(second), out2)
@@ -257,11 +257,12 @@ def main():
     # 5. site.yml twice, the inventory only (sglang_server_speculative_from_decision: true in host_vars)
     results["site"] = []
     for n in (1, 2):
-        rc, dt, out, _ = playbook(["-i", inv, "site.yml", "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e,
+        rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e,
                                   os.path.join(logdir, "site%d.log" % n))
         after = unit_state()
         results["site"].append({"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out), "unit": after,
-                                "served_from": re.findall(r"speculative settings: (the tuning decision \S+ of \S+|the inventory)", re.sub(r"\s+", " ", out))[:1],
+                                "served_from": re.findall(r"speculative settings: (the tuning decision \S+ of \S+|the inventory)",
+                                                          re.sub(r"\s+", " ", out))[:1],
                                 "changed_tasks": changed_tasks(out)})
         print("site.yml run %d: rc=%d %.0f s recap %s; served from %s; changed tasks %s" % (
             n, rc, dt, recap_of(out), results["site"][-1]["served_from"], results["site"][-1]["changed_tasks"]), flush=True)
