@@ -85,7 +85,7 @@ def main():
         # the new hosts get the driver (stand-in), IOMMU and NCCL stages, as site.yml would, so their GPU facts are read
         # the same way as the canary's (nvidia-smi comes with the driver package)
         rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "--tags", "preflight,host", "-l", "sglang-sbx-2,sglang-sbx-3",
-                                   "-e", "sglang_server_speculative_from_decision=false"], e, os.path.join(logdir, "host.log"))
+                                       "-e", "sglang_server_speculative_from_decision=false"], e, os.path.join(logdir, "host.log"))
         results["host_stage"] = {"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out)}
         print("site.yml --tags preflight,host on sglang-sbx-2,3: rc=%d %.0f s" % (rc, dt), flush=True)
         if rc != 0:

@@ -174,7 +174,7 @@ def main():
     # 0. no decision on the host; the baseline server from the inventory (site.yml, from_decision false for this run)
     host_sh("rm -f /etc/sglang/sglang-server.spec_decision.json")
     rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "-e", "sglang_server_speculative_from_decision=false",
-                               "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e, os.path.join(logdir, "site0.log"))
+                                   "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e, os.path.join(logdir, "site0.log"))
     results["site0"] = {"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out), "unit": unit_state()}
     print("site.yml baseline: rc=%d %.0f s, ExecStart speculative flags %s" % (rc, dt, results["site0"]["unit"]["speculative_flags"]), flush=True)
     if rc != 0:
@@ -258,7 +258,7 @@ def main():
     results["site"] = []
     for n in (1, 2):
         rc, dt, out, dummy = playbook(["-i", inv, "site.yml", "-e", json.dumps({"sglang_benchmark_concurrency": [1]})], e,
-                                  os.path.join(logdir, "site%d.log" % n))
+                                      os.path.join(logdir, "site%d.log" % n))
         after = unit_state()
         results["site"].append({"rc": rc, "seconds": round(dt, 1), "recap": recap_of(out), "unit": after,
                                 "served_from": re.findall(r"speculative settings: (the tuning decision \S+ of \S+|the inventory)",
