@@ -265,10 +265,15 @@ def test_role_replays_controller_sharegpt_conversations_turn_by_turn(sglang_sim,
     repo = Path(__file__).resolve().parents[2]
     srv = sglang_sim([], instant=True)
     words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
-    convs = [{"conversations": [{"from": "system", "value": " ".join("%s%d" % (w, c) for w in words * 2)}]
-              + [x for t in range(3) for x in ({"from": "human", "value": " ".join("%s%d%d" % (w, c, t) for w in words)},
-                                              {"from": "gpt", "value": "the file's answer, never sent"})]}
-             for c in range(2)]
+
+    def conversation(c):
+        turns = [{"from": "system", "value": " ".join("%s%d" % (w, c) for w in words * 2)}]
+        for t in range(3):
+            turns.append({"from": "human", "value": " ".join("%s%d%d" % (w, c, t) for w in words)})
+            turns.append({"from": "gpt", "value": "the file's answer, never sent"})
+        return {"conversations": turns}
+
+    convs = [conversation(c) for c in range(2)]
     data = tmp_path / "sharegpt_chat.json"     # only on the controller
     data.write_text(json.dumps(convs))
     reports = tmp_path / "reports"
