@@ -144,13 +144,14 @@ ab:
 
 import json
 import os
-import re
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.llmops.sglang.plugins.module_utils.report_files import (
+    ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
     ReportError, ab_markdown, category_markdown, category_rows, compare, jsonl_line, level_key, markdown_table, plot_series,
     run_warnings, summary_rows,
@@ -165,8 +166,6 @@ try:
 except ImportError:
     MPL_IMP_ERR = traceback.format_exc()
     HAS_MPL = False
-
-_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def _x(rec):
@@ -217,8 +216,7 @@ def plots_single(tmpdir, records, title):
     for name, t, yl, series in plot_series(records):
         path = os.path.join(tmpdir, name)
         _plot_series(path, "%s: %s" % (title, t), xl, yl, [(label, xs, ys) for label, ys in series])
-        with open(path, "rb") as fh:
-            out[name] = fh.read()
+        out[name] = read_back(path)
     return out
 
 
@@ -273,8 +271,7 @@ def plot_categories(tmpdir, records, title):
     path = os.path.join(tmpdir, "accept_length_by_category.png")
     _plot_bars(path, "%s: accept length by category (p10-p90)" % title, "accept length (tokens per verify step)", cats, series,
                hline=1.0, errs=errs)
-    with open(path, "rb") as fh:
-        return {"accept_length_by_category.png": fh.read()}
+    return {"accept_length_by_category.png": read_back(path)}
 
 
 def plot_ab_categories(tmpdir, ab, title):
@@ -287,8 +284,7 @@ def plot_ab_categories(tmpdir, ab, title):
     path = os.path.join(tmpdir, "ab_speedup_by_category.png")
     _plot_bars(path, "%s: decode speedup %s / %s by category" % (title, ab["candidate_label"], ab["baseline_label"]),
                "per-request decode speedup", cats, series, hline=1.0)
-    with open(path, "rb") as fh:
-        return {"ab_speedup_by_category.png": fh.read()}
+    return {"ab_speedup_by_category.png": read_back(path)}
 
 
 def _fmt_x(v):
@@ -313,8 +309,7 @@ def plots_ab(tmpdir, ab, baseline, candidate, title):
     for name, t, yl, series, hline in specs:
         path = os.path.join(tmpdir, name)
         _plot_series(path, t, xl, yl, series, hline=hline, marker_x=cx if name == "ab_speedup.png" else None)
-        with open(path, "rb") as fh:
-            out[name] = fh.read()
+        out[name] = read_back(path)
     return out
 
 
@@ -377,9 +372,9 @@ def main():
     )
     p = module.params
     result = dict(changed=False, path="", files=[], changed_files=[], markdown="", summary=[], ab={})
-    if not _RUN_ID.match(p["run_id"]):
-        module.fail_json(msg="benchmark_report: run_id=%r: use only letters, digits, '.', '_' and '-' (it is a directory name)"
-                         % p["run_id"], **result)
+    problem = run_id_problem("run_id", p["run_id"])
+    if problem:
+        module.fail_json(msg="benchmark_report: %s" % problem, **result)
     if "/" in p["host"] or p["host"] in ("", ".", ".."):
         module.fail_json(msg="benchmark_report: host=%r is not usable as a directory name (empty, '.', '..' or with '/'); "
                          "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
@@ -424,45 +419,21 @@ def main():
         content["ab_summary.json"] = (json.dumps(ab, indent=1, sort_keys=True) + "\n").encode("utf-8")
         content["ab_summary.md"] = ("# %s: A/B\n\n%s\n" % (p["title"], ab_md)).encode("utf-8")
     if p["plots"]:
-        tmp = tempfile.mkdtemp(prefix="llmops-bench-plots-")
         try:
-            content.update(plots_single(tmp, records, p["title"]))
-            content.update(plot_categories(tmp, records, p["title"]))
-            if ab:
-                content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
-                content.update(plot_ab_categories(tmp, ab, p["title"]))
+            with plot_dir("llmops-bench-plots-") as tmp:
+                content.update(plots_single(tmp, records, p["title"]))
+                content.update(plot_categories(tmp, records, p["title"]))
+                if ab:
+                    content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
+                    content.update(plot_ab_categories(tmp, ab, p["title"]))
         except Exception as exc:  # pylint: disable=broad-except
             module.fail_json(msg="benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
                              exception=traceback.format_exc(), **result)
-        finally:
-            for name in os.listdir(tmp):
-                os.unlink(os.path.join(tmp, name))
-            os.rmdir(tmp)
-
-    changed_files = []
-    for name in sorted(content):
-        path = os.path.join(outdir, name)
-        result["files"].append(path)
-        old = None
-        if os.path.exists(path):
-            with open(path, "rb") as fh:
-                old = fh.read()
-        if old == content[name]:
-            continue
-        changed_files.append(path)
-        if module.check_mode:
-            continue
-        try:
-            if not os.path.isdir(outdir):
-                os.makedirs(outdir)
-            fd, tmp_path = tempfile.mkstemp(dir=outdir, prefix=".%s." % name)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content[name])
-            module.atomic_move(tmp_path, path)
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="benchmark_report: cannot write %s: %s" % (path, to_native(exc)), **result)
-    result["changed_files"] = changed_files
-    result["changed"] = bool(changed_files)
+    try:
+        result["files"], result["changed_files"] = write_report_files(outdir, content, module.check_mode)
+    except ReportWriteError as exc:
+        module.fail_json(msg="benchmark_report: %s" % to_native(exc), **result)
+    result["changed"] = bool(result["changed_files"])
     module.exit_json(**result)
 
 

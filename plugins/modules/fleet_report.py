@@ -122,14 +122,15 @@ flagged:
 
 import json
 import os
-import re
-import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmops.sglang.plugins.module_utils.fleet_report import FleetReportError, build, markdown
+from ansible_collections.llmops.sglang.plugins.module_utils.report_files import (
+    ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
+)
 
 MPL_IMP_ERR = None
 try:
@@ -140,8 +141,6 @@ try:
 except ImportError:
     MPL_IMP_ERR = traceback.format_exc()
     HAS_MPL = False
-
-_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def plot_throughput(path, report, title):
@@ -188,9 +187,9 @@ def main():
     )
     p = module.params
     result = dict(changed=False, path="", files=[], changed_files=[], markdown="", report={}, flagged=[])
-    if not _RUN_ID.match(p["run_id"]):
-        module.fail_json(msg="fleet_report: run_id=%r: use only letters, digits, '.', '_' and '-' (it is a directory name)"
-                         % p["run_id"], **result)
+    problem = run_id_problem("run_id", p["run_id"])
+    if problem:
+        module.fail_json(msg="fleet_report: %s" % problem, **result)
     if p["plots"] and not HAS_MPL:
         module.fail_json(msg=missing_required_lib("matplotlib", reason="to draw the fleet plot (or set plots=false)"),
                          exception=MPL_IMP_ERR, **result)
@@ -207,41 +206,18 @@ def main():
                                    "entries": p["entries"]}, indent=1, sort_keys=True) + "\n").encode("utf-8"),
     }
     if p["plots"]:
-        tmp = tempfile.mkdtemp(prefix="llmops-fleet-plot-")
         try:
-            path = os.path.join(tmp, "fleet_throughput.png")
-            plot_throughput(path, report, p["title"])
-            with open(path, "rb") as fh:
-                content["fleet_throughput.png"] = fh.read()
+            with plot_dir("llmops-fleet-plot-") as tmp:
+                path = os.path.join(tmp, "fleet_throughput.png")
+                plot_throughput(path, report, p["title"])
+                content["fleet_throughput.png"] = read_back(path)
         except Exception as exc:  # pylint: disable=broad-except
             module.fail_json(msg="fleet_report: drawing the plot failed: %s: %s" % (type(exc).__name__, to_native(exc)),
                              exception=traceback.format_exc(), **result)
-        finally:
-            for name in os.listdir(tmp):
-                os.unlink(os.path.join(tmp, name))
-            os.rmdir(tmp)
-    for name in sorted(content):
-        target = os.path.join(outdir, name)
-        result["files"].append(target)
-        old = None
-        if os.path.exists(target):
-            with open(target, "rb") as fh:
-                old = fh.read()
-        if old == content[name]:
-            continue
-        result["changed_files"].append(target)
-        if module.check_mode:
-            continue
-        try:
-            if not os.path.isdir(outdir):
-                os.makedirs(outdir)
-            fd, tmpf = tempfile.mkstemp(dir=outdir, prefix=".%s." % name)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content[name])
-            os.chmod(tmpf, 0o644)
-            os.rename(tmpf, target)
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="fleet_report: cannot write %s: %s" % (target, to_native(exc)), **result)
+    try:
+        result["files"], result["changed_files"] = write_report_files(outdir, content, module.check_mode)
+    except ReportWriteError as exc:
+        module.fail_json(msg="fleet_report: %s" % to_native(exc), **result)
     result["changed"] = bool(result["changed_files"])
     module.exit_json(**result)
 

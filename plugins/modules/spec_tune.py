@@ -224,6 +224,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import spec_decision as sd
+from ansible_collections.llmops.sglang.plugins.module_utils.report_files import ReportWriteError, plot_dir, read_back, write_report_files
 
 STATE_VERSION = 1
 
@@ -523,18 +524,17 @@ def decide(p, check_mode):
                              "time": decision["time"]}
         save_state(p["state_file"], state)
         if p["report_dir"]:
-            if not os.path.isdir(p["report_dir"]):
-                os.makedirs(p["report_dir"])
             out = dict(decision, winner_arm=winner, winner_vars=winner_vars)
-            for name, text in (("decision.json", json.dumps(out, indent=1, sort_keys=True) + "\n"), ("decision.md", md),
-                               ("winner_vars.json", json.dumps(winner_vars, indent=1, sort_keys=True) + "\n")):
-                with open(os.path.join(p["report_dir"], name), "w") as fh:
-                    fh.write(text)
-                files.append(os.path.join(p["report_dir"], name))
+            content = {"decision.json": json.dumps(out, indent=1, sort_keys=True) + "\n", "decision.md": md,
+                       "winner_vars.json": json.dumps(winner_vars, indent=1, sort_keys=True) + "\n"}
+            content = dict((name, text.encode("utf-8")) for name, text in content.items())
             if p["plots"]:
-                png = os.path.join(p["report_dir"], "speedup.png")
-                plot_speedup(png, "%s: speedup over %s" % (p["title"], decision["baseline"]), decision["speedup_table"], decision["baseline"])
-                files.append(png)
+                with plot_dir("llmops-spec-tune-plot-") as tmp:
+                    png = os.path.join(tmp, "speedup.png")
+                    plot_speedup(png, "%s: speedup over %s" % (p["title"], decision["baseline"]), decision["speedup_table"],
+                                 decision["baseline"])
+                    content["speedup.png"] = read_back(png)
+            files = write_report_files(p["report_dir"], content)[0]
     return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files}
 
 
@@ -573,7 +573,7 @@ def main():
     try:
         handler = {"plan": plan, "record": record, "finish": finish, "decide": decide}[p["action"]]
         result = handler(p, module.check_mode)
-    except (ValueError, sd.SpecDecisionError) as exc:
+    except (ValueError, sd.SpecDecisionError, ReportWriteError) as exc:
         module.fail_json(msg="spec_tune %s: %s" % (p["action"], exc))
     except ImportError as exc:
         module.fail_json(msg="spec_tune decide: cannot draw speedup.png (%s). Fix: install matplotlib for the controller's Python "
