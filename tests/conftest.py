@@ -7,6 +7,9 @@
 """
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -49,11 +52,29 @@ def repo_root() -> Path:
 # Tests that drive podman (the sandbox hosts, molecule, the sandbox image in check mode) share the one set of
 # sandbox containers and images: under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) they all go to
 # one worker, in file order, while the unit, contract, packaging and simulator tests spread over the others.
-_PODMAN_PATHS = ("tests/sandbox_e2e/", "tests/sandbox/tests/", "tests/unit/roles/test_sandbox_check_mode.py")
+_PODMAN_PATHS = ("tests/sandbox_e2e/", "tests/sandbox/tests/")
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook, which reads the group marker into the node id
 def pytest_collection_modifyitems(config, items):
     for item in items:
         rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
         if item.get_closest_marker("sandbox") or item.get_closest_marker("molecule") or rel.startswith(_PODMAN_PATHS):
             item.add_marker(pytest.mark.xdist_group(name="podman"))
+
+
+@pytest.fixture(scope="session")
+def sandbox_images():
+    """The sandbox images (``localhost/llmops-sandbox:bookworm`` and ``:trixie``, ``localhost/sglang-sim:latest``) and
+    the stand-in apt repository, built by ``tests/sandbox/build.sh`` (cached under .cache/sandbox: a few seconds when
+    nothing changed). A test that needs them fails with the builder's output rather than skipping, so that no podman
+    test is silently left out on a fresh machine where the images do not exist yet."""
+    missing = [b for b in ("podman", "debootstrap") if shutil.which(b) is None]
+    if os.geteuid() != 0 or missing:
+        pytest.fail("sandbox tests need root and %s; run scripts/bootstrap.sh as root" % (missing or "podman"))
+    env = dict(os.environ, CONTAINERS_CONF=str(REPO_ROOT / "tests" / "sandbox" / "containers.conf"))
+    build = subprocess.run(["bash", str(REPO_ROOT / "tests" / "sandbox" / "build.sh"), "all"], cwd=REPO_ROOT, env=env,
+                           capture_output=True, text=True, timeout=3600, check=False)
+    if build.returncode != 0:
+        pytest.fail("tests/sandbox/build.sh all failed (rc %d):\n%s" % (build.returncode, (build.stdout + build.stderr)[-4000:]))
+    return True

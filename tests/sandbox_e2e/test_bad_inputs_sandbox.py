@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from test_sglang_server_sandbox import ENV, HOST_IMAGE, REPO, SIM_IMAGE, _image_exists, on_host, podman, server_info
+from test_sglang_server_sandbox import ENV, HOST_IMAGE, REPO, SIM_IMAGE, on_host, podman, server_info
 
 SANDBOX = pytest.mark.sandbox
 HOST = "sglang-sbx-t14"
@@ -30,9 +30,7 @@ FILES = "/etc/systemd/system/sglang-server.service /etc/sglang/sglang-server.env
 
 
 @pytest.fixture(scope="module")
-def host():
-    if not (_image_exists(HOST_IMAGE) and _image_exists(SIM_IMAGE)):
-        pytest.skip("sandbox images missing: run tests/sandbox/build.sh (needs %s and %s)" % (HOST_IMAGE, SIM_IMAGE))
+def host(sandbox_images):  # pylint: disable=unused-argument
     podman("rm", "-f", HOST, check=False)
     podman("volume", "rm", "-f", HOST + "-containers", check=False)
     podman("run", "-d", "--name", HOST, "--hostname", HOST, "--privileged", "--systemd=always",

@@ -1,14 +1,13 @@
 """--check --diff of the iommu role on a real sandbox host (podman, Debian 12 image): the grub drop-in
 change is shown and not written; a real run writes it; a second run changes nothing.
 
-Needs podman and the image localhost/llmops-sandbox:bookworm (tests/sandbox/build.sh bookworm);
-skipped otherwise. Uses its own container (llmops-hostroles-check-<pid>) and removes it.
+Needs root, podman and the image localhost/llmops-sandbox:bookworm, which the ``sandbox_images`` fixture builds
+(tests/sandbox/build.sh, cached). Uses its own container (llmops-hostroles-check-<pid>) and removes it.
 """
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/llmops-sandbox:bookworm"
 PODMAN_ENV = dict(os.environ, CONTAINERS_CONF=str(REPO / "tests" / "sandbox" / "containers.conf"))
 DROPIN = "/etc/default/grub.d/99-llmops-iommu.cfg"
@@ -26,17 +25,11 @@ def _podman(*args, check=True):
     return subprocess.run(["podman"] + list(args), env=PODMAN_ENV, capture_output=True, text=True, check=check, timeout=120)
 
 
-def _have_image():
-    if shutil.which("podman") is None:
-        return False
-    return _podman("image", "exists", IMAGE, check=False).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _have_image(), reason="podman or %s missing (tests/sandbox/build.sh bookworm)" % IMAGE)
+pytestmark = pytest.mark.sandbox
 
 
 @pytest.fixture(scope="module")
-def sandbox_host(tmp_path_factory):
+def sandbox_host(tmp_path_factory, sandbox_images):  # pylint: disable=unused-argument
     name = "llmops-hostroles-check-%d" % os.getpid()
     _podman("rm", "-f", name, check=False)
     _podman("run", "-d", "--name", name, "--hostname", name, "--privileged", "--systemd=always", IMAGE, "/sbin/init")
