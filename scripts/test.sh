@@ -37,8 +37,9 @@ stage_sanity() {
   scripts/ansible_test.sh sanity
 }
 
-# Two workers (pytest-xdist): the podman tests stay together on one worker (xdist_group "podman", tests/conftest.py),
-# in file order, while the rest run beside them. LLMOPS_TEST_WORKERS=0 runs everything in this process.
+# Two workers (pytest-xdist, --dist loadgroup): the podman tests of one file stay together on one worker, in file
+# order, because they share that file's sandbox hosts (xdist group "podman-<file>", tests/conftest.py); other files'
+# podman tests and the rest run beside them. LLMOPS_TEST_WORKERS=0 runs everything in this process.
 stage_pytest() {
   echo "== pytest (workers: ${LLMOPS_TEST_WORKERS:-2})"
   pytest -n "${LLMOPS_TEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@"

@@ -49,18 +49,29 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-# Tests that drive podman (the sandbox hosts, molecule, the sandbox image in check mode) share the one set of
-# sandbox containers and images: under pytest-xdist (`scripts/test.sh` runs `-n 2 --dist loadgroup`) they all go to
-# one worker, in file order, while the unit, contract, packaging and simulator tests spread over the others.
+# Tests that drive podman (the sandbox hosts, molecule, the sandbox builder) run in groups under pytest-xdist
+# (`scripts/test.sh` runs `-n 2 --dist loadgroup`): one group per test file, so that the tests of a file, which share
+# that file's sandbox hosts (test_site: sglang-sbx-1, test_sglang_server_sandbox: sglang-sbx-t7a/b, ...), run on one
+# worker in file order, while another file's hosts and the unit, contract, packaging and simulator tests run beside
+# them. A file that drives another file's hosts names that file's group in a module-level ``PODMAN_GROUP``.
+# The image builds themselves are serialised by tests/sandbox/build.sh's lock.
 _PODMAN_PATHS = ("tests/sandbox_e2e/", "tests/sandbox/tests/")
+
+
+def podman_group(item):
+    """The xdist group of a podman test (``podman-<file stem>`` or ``podman-<PODMAN_GROUP>``), None for the others."""
+    rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
+    if not (item.get_closest_marker("sandbox") or item.get_closest_marker("molecule") or rel.startswith(_PODMAN_PATHS)):
+        return None
+    return "podman-" + str(getattr(item.module, "PODMAN_GROUP", Path(rel).stem))
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook, which reads the group marker into the node id
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        rel = Path(str(item.fspath)).resolve().relative_to(REPO_ROOT).as_posix()
-        if item.get_closest_marker("sandbox") or item.get_closest_marker("molecule") or rel.startswith(_PODMAN_PATHS):
-            item.add_marker(pytest.mark.xdist_group(name="podman"))
+        group = podman_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(name=group))
 
 
 @pytest.fixture(scope="session")
