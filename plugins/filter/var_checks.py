@@ -6,11 +6,16 @@
 * ``values | llmops.sglang.variable_problems(argument_specs, context)`` -> list of
   ``"<variable>=<value>: <reason>. Fix: <fix>"`` ([] when every variable passes)
 * ``argument_specs | llmops.sglang.checked_variables`` -> names the check knows (argument_specs options and RULES)
+* ``argument_specs | llmops.sglang.known_variables`` -> those and the playbook and internal variables (every
+  name that is not a misspelling)
+* ``values | llmops.sglang.unknown_variables(argument_specs)`` -> the same strings for names with a role prefix
+  that are no variable of the collection (misspellings), the closest valid name as the fix
 """
 
 from __future__ import annotations
 
-from ansible_collections.llmops.sglang.plugins.module_utils.var_checks import RULES, spec_options, variable_problems
+from ansible_collections.llmops.sglang.plugins.module_utils.var_checks import RULES, spec_options, unknown_variables, variable_problems
+from ansible_collections.llmops.sglang.plugins.module_utils.var_checks import known_variables as _known_variables
 
 
 def checked_variables(argument_specs):
@@ -18,8 +23,14 @@ def checked_variables(argument_specs):
     return sorted(set(spec_options(argument_specs)) | set(RULES))
 
 
+def known_variables(argument_specs):
+    """Sorted names that are no misspelling: argument_specs options, RULES, playbook and internal variables."""
+    return sorted(_known_variables(argument_specs))
+
+
 class FilterModule(object):
     """llmops.sglang variable checks."""
 
     def filters(self):
-        return {"variable_problems": variable_problems, "checked_variables": checked_variables}
+        return {"variable_problems": variable_problems, "checked_variables": checked_variables, "unknown_variables": unknown_variables,
+                "known_variables": known_variables}

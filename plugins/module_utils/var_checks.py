@@ -12,12 +12,18 @@ Two sources, one pass:
 2. :data:`RULES`, the table of what a type cannot say: ranges, formats and cross-checks (a TCP port, a fraction,
    a positive timeout, a driver branch at or above the CUDA floor of the image, NCCL-only keys).
 
+A third check, :func:`unknown_variables`, refuses a name that starts with one of the collection's :data:`PREFIXES` but
+is no variable of it (``sglang_server_speculative_num_step``: Ansible would ignore it silently), with the closest
+valid name (difflib) as the fix; the playbook knobs (:data:`PLAYBOOK_VARIABLES`) and what the collection sets itself
+(:data:`INTERNAL_VARIABLES`) are known names.
+
 Each problem is one string ``"<variable>=<value>: <reason>. Fix: <fix>"``; values of ``no_log`` options are
 redacted. Pure Python (standard library only).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 
@@ -278,4 +284,105 @@ def variable_problems(values, argument_specs, context=None):
             reason = rule[1](coerced, context)
             if reason:
                 problems.append("%s=%s: %s. Fix: %s" % (name, shown, reason, fix))
+    return problems
+
+
+#: Prefixes of this collection's variables (the roles' names and the spec_tune playbooks). A name with one of them that is
+#: not known is refused as a misspelling. Shorter shared prefixes (``sglang_target_concurrency``, ``llmops_target``) are
+#: not checked: they belong to no role.
+PREFIXES = ("sglang_server_", "sglang_benchmark_", "nvidia_driver_", "nccl_", "iommu_", "preflight_", "spec_tune_")
+
+#: Playbook-level variables with a role prefix that are no role option (documented in the playbook headers and docs/:
+#: serve.yml, mtp_ab.yml, spec_tune.yml, spec_tune_fleet.yml).
+PLAYBOOK_VARIABLES = frozenset((
+    "sglang_server_advertise_host", "sglang_server_dist_init_host", "sglang_server_rollout_serial",
+    "sglang_server_rollout_max_fail_percentage",
+    "sglang_benchmark_ab_report_only", "sglang_benchmark_ab_min_gain", "sglang_benchmark_ab_manage_server",
+    "sglang_benchmark_ab_off_url", "sglang_benchmark_ab_on_url", "sglang_benchmark_ab_run_id",
+    "spec_tune_target_concurrency", "spec_tune_weights", "spec_tune_arms", "spec_tune_default_algorithm",
+    "spec_tune_objective", "spec_tune_trials", "spec_tune_min_trials", "spec_tune_min_gain", "spec_tune_run_id",
+    "spec_tune_fresh", "spec_tune_report_only", "spec_tune_decision_path", "spec_tune_plots", "spec_tune_canary",
+))
+
+#: Names the collection sets itself (registered results, facts, role vars, task vars), in scope when preflight runs after
+#: another play or with a fact cache. tests/unit/plugins/module_utils/test_var_checks.py keeps this list complete: every
+#: such name assigned in roles/, playbooks/ and the inventories must be an option, a RULES entry, a playbook variable or here.
+INTERNAL_VARIABLES = frozenset((
+    # iommu
+    "iommu_bad_groups", "iommu_cmdline_check", "iommu_group_types_by_mode", "iommu_grub_dropins", "iommu_grub_later",
+    "iommu_grub_update_path", "iommu_grubby_commands", "iommu_grubby_entries", "iommu_grubby_info", "iommu_method",
+    "iommu_os_bootloader_packages", "iommu_os_vars", "iommu_plan", "iommu_reboot", "iommu_reboot_pending",
+    "iommu_reboot_precheck", "iommu_running_cmdline", "iommu_runtime_identity_decision", "iommu_verify_check",
+    # nccl
+    "nccl_disable_custom_all_reduce", "nccl_p2p_decision",
+    # nvidia_driver
+    "nvidia_driver_cdi_list", "nvidia_driver_cdi_refresh", "nvidia_driver_cdi_refresh_units",
+    "nvidia_driver_daemon_json_current", "nvidia_driver_daemon_json_raw", "nvidia_driver_daemon_json_stat",
+    "nvidia_driver_daemon_json_wanted", "nvidia_driver_dnf_repo", "nvidia_driver_dnf_toolkit_repo",
+    "nvidia_driver_flavour_decision", "nvidia_driver_floor_check", "nvidia_driver_foreign_sources",
+    "nvidia_driver_initramfs_tool", "nvidia_driver_install", "nvidia_driver_keyring", "nvidia_driver_nouveau_loaded",
+    "nvidia_driver_os", "nvidia_driver_os_container_toolkit_packages", "nvidia_driver_os_container_toolkit_repo_url",
+    "nvidia_driver_os_driver_packages", "nvidia_driver_os_epel_rpm_url", "nvidia_driver_os_extra_packages",
+    "nvidia_driver_os_fabricmanager_packages", "nvidia_driver_os_header_packages", "nvidia_driver_os_initramfs_command",
+    "nvidia_driver_os_keyring_package", "nvidia_driver_os_mokutil_package", "nvidia_driver_os_package_manager",
+    "nvidia_driver_os_pinning_packages", "nvidia_driver_os_repo_distro", "nvidia_driver_os_repo_key_file",
+    "nvidia_driver_os_vars_file", "nvidia_driver_plan", "nvidia_driver_plan_arch", "nvidia_driver_plan_distro",
+    "nvidia_driver_plan_fm", "nvidia_driver_plan_repo_url", "nvidia_driver_reboot", "nvidia_driver_reboot_pending",
+    "nvidia_driver_reboot_precheck", "nvidia_driver_reboot_reasons", "nvidia_driver_repo_pending", "nvidia_driver_sb_state",
+    "nvidia_driver_secure_boot", "nvidia_driver_toolkit_source", "nvidia_driver_upgrade_decision",
+    # preflight
+    "preflight_arg_specs", "preflight_cuda_by_architecture", "preflight_decisions", "preflight_disk_dir",
+    "preflight_disk_free_gib", "preflight_disk_mount", "preflight_disk_parents", "preflight_driver", "preflight_gpu",
+    "preflight_gpu_mem_gib", "preflight_gpus_seen", "preflight_mem_have", "preflight_mem_need", "preflight_model_config",
+    "preflight_model_config_json", "preflight_model_files", "preflight_model_index", "preflight_model_meta", "preflight_notes",
+    "preflight_os", "preflight_problems", "preflight_reboot_driver", "preflight_reboot_iommu", "preflight_report",
+    "preflight_settings", "preflight_tp_per_node", "preflight_unknown_variables", "preflight_var_names",
+    "preflight_var_problems", "preflight_weights_gib", "preflight_weights_source",
+    # sglang_benchmark, sglang_server, spec_tune (facts)
+    "sglang_benchmark_ab_decision", "sglang_benchmark_ab_off", "sglang_benchmark_ab_on", "sglang_benchmark_result",
+    "sglang_server_description", "sglang_server_expected", "sglang_server_launch", "sglang_server_needs_rollout",
+    "sglang_server_rollout_reasons", "spec_tune_decision", "spec_tune_decision_record",
+))
+
+_SECRET_RE = re.compile(r"key|token|secret|passw", re.I)
+
+
+def known_variables(argument_specs):
+    """Every name :func:`unknown_variables` accepts: argument_specs options, RULES, playbook and internal variables."""
+    return set(spec_options(argument_specs)) | set(RULES) | PLAYBOOK_VARIABLES | INTERNAL_VARIABLES
+
+
+def unknown_variables(values, argument_specs, prefixes=PREFIXES):
+    """Refuse variables named like the collection's (one of ``prefixes``) that are none of its variables.
+
+    :param values: dict variable -> value (or a list of names) set in scope; names without a prefix, and internal
+        ``<role>__*`` names, are ignored.
+    :param argument_specs: parsed ``meta/argument_specs.yml`` documents (one or a list).
+    :returns: ``"<variable>=<value>: not a variable of this collection ... Fix: did you mean <closest>? ..."`` strings,
+        sorted by name; [] when every name is known. The value is redacted when the name or its closest match is secret.
+    """
+    options = spec_options(argument_specs)
+    known = known_variables(argument_specs)
+    # Suggest only what a user sets: options, RULES and playbook variables, not registered results.
+    offered = sorted(set(options) | set(RULES) | PLAYBOOK_VARIABLES)
+    values = values if isinstance(values, dict) else dict((name, None) for name in values or [])
+    problems = []
+    for name in sorted(values):
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is None or name in known or name[len(prefix):].startswith("_"):
+            continue
+        same_prefix = [n for n in offered if n.startswith(prefix)]
+        close = difflib.get_close_matches(name, same_prefix, n=3, cutoff=0.6) or difflib.get_close_matches(name, offered, n=3, cutoff=0.6)
+        # The best match, and the runners-up that are nearly as close (nccl_p2p_polcy: nccl_p2p_force or nccl_p2p).
+        ratios = [difflib.SequenceMatcher(None, name, c).ratio() for c in close]
+        close = [c for c, r in zip(close, ratios) if r >= ratios[0] - 0.1]
+        secret = _SECRET_RE.search(name) or any(options.get(c, {}).get("no_log") or _SECRET_RE.search(c) for c in close)
+        shown = "<redacted>" if secret else _shown(values[name])
+        if close:
+            fix = "did you mean %s%s? Rename it (see its entry in the role's meta/argument_specs.yml or docs/)" % (
+                close[0], " (or %s)" % ", ".join(close[1:]) if close[1:] else "")
+        else:
+            fix = "remove it, or use a documented %s* variable (ansible-doc -t role llmops.sglang.<role>)" % prefix
+        problems.append("%s=%s: not a variable of this collection (a misspelled name is ignored silently, so its value would "
+                        "never be used). Fix: %s" % (name, shown, fix))
     return problems

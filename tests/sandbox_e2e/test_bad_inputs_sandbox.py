@@ -6,8 +6,11 @@ deployment. Then:
 - each bad input of :data:`SERVE_CASES` goes through ``playbooks/serve.yml``: the run fails naming the variable, and the
   unit file, both environment files, the container start time and the systemd invocation are unchanged, the server
   still answering ``/health`` (the newline and out-of-range GPU cases of the issue among them);
-- ``playbooks/preflight.yml`` with every bad role variable at once refuses each by name before anything runs;
-- a configuration that fails readiness is rolled back: the previous files are restored and the old server serves again;
+- the bad variables of :data:`PREFLIGHT_CASES` (ranges, types, choices, misspelled names) go through ONE
+  ``playbooks/preflight.yml`` run (it lists every problem together); each is asserted on its own: named with its value,
+  reason and fix, and nothing changed (the same state as above), the server still serving. 10 + 30 = 40 bad inputs;
+- a configuration that fails readiness, and one whose restart itself fails (an ExecStartPre image pull with no
+  registry), are rolled back: the previous files are restored and the old server serves again;
 - recovering from a crash loop takes seconds, not ``podman stop``'s 110 s (``--init`` forwards SIGTERM).
 
 The full tables of bad values (about 80 rows) are unit tests (tests/unit/plugins/module_utils/test_sglang_dest.py,
@@ -128,20 +131,71 @@ def test_bad_input_refused_before_any_change(serving, tmp_path, changes, variabl
     assert on_host(serving, "test -e /tmp/pwned").returncode == 1
 
 
-@SANDBOX
-def test_preflight_refuses_every_bad_variable_by_name(serving, tmp_path):
+# (id, variable, value, words its message holds): all refused by preflight's variable check in ONE playbooks/preflight.yml run
+# (it lists every problem together), each asserted on its own; misspelled names are refused with the closest valid name.
+PREFLIGHT_CASES = [
+    ("ready timeout -1", "sglang_server_ready_timeout", -1, "must be at least 1"),
+    ("driver branch 570", "nvidia_driver_branch", "570", "whose driver floor is branch 580"),
+    ("nccl extra env P2P", "nccl_extra_env", {"NCCL_P2P_DISABLE": "1"}, "belongs to the P2P policy (nccl_p2p)"),
+    ("concurrency string", "sglang_benchmark_concurrency", "1,8", "must be a list (a string is not split into one)"),
+    ("negative rate", "sglang_benchmark_request_rates", [-1], "every element must be a number > 0 (-1 is not)"),
+    ("gate fast", "sglang_benchmark_min_output_throughput", "fast", "must be a number"),
+    ("num prompts -3", "sglang_benchmark_num_prompts", -3, "must be at least 1"),
+    ("backend vllm", "sglang_benchmark_backend", "vllm", "not one of sglang, openai, openai-chat"),
+    ("port abc", "sglang_server_port", "abc", "must be a whole number"),
+    ("mem fraction 1.5", "sglang_server_mem_fraction_static", 1.5, "must be in (0, 1)"),
+    ("router port 0", "sglang_server_router_port", 0, "not a TCP port (1-65535)"),
+    ("dist init port 99999", "sglang_server_dist_init_port", 99999, "not a TCP port (1-65535)"),
+    ("ready delay 0", "sglang_server_ready_delay", 0, "must be at least 1"),
+    ("max restarts -1", "sglang_server_ready_max_restarts", -1, "must be at least 0"),
+    ("journal lines 0", "sglang_server_journal_lines", 0, "must be in [1, 10000]"),
+    ("start timeout 0", "sglang_server_timeout_start_sec", 0, "must be at least 1"),
+    ("restart sec -5", "sglang_server_restart_sec", -5, "must be at least 0"),
+    ("engine lxc", "sglang_server_engine", "lxc", "not one of podman, docker"),
+    ("image pull sometimes", "sglang_server_image_pull", "sometimes", "not one of missing, always, never"),
+    ("ipc host maybe", "sglang_server_ipc_host", "maybe", "must be a boolean"),
+    ("extra args string", "sglang_server_extra_args", "--enable-foo", "must be a list (a string is not split into one)"),
+    ("driver reboot timeout 10", "nvidia_driver_reboot_timeout", 10, "must be at least 60"),
+    ("iommu reboot timeout 5", "iommu_reboot_timeout", 5, "must be at least 60"),
+    ("failed fraction 2", "sglang_benchmark_max_failed_fraction", 2, "must be in [0, 1]"),
+    ("client processes 100", "sglang_benchmark_client_processes", 100, "must be in [1, 64]"),
+    ("min accept length 0.5", "sglang_benchmark_min_accept_length", 0.5, "must be at least 1"),
+    ("misspelled num_step", "sglang_server_speculative_num_step", 3, "Fix: did you mean sglang_server_speculative_num_steps?"),
+    ("misspelled nccl policy", "nccl_p2p_polcy", "disable", "Fix: did you mean nccl_p2p_force (or nccl_p2p)?"),
+    ("misspelled concurrency", "sglang_benchmark_concurency", [1, 8], "Fix: did you mean sglang_benchmark_concurrency?"),
+    ("misspelled spec_tune target", "spec_tune_target_concurency", 32, "Fix: did you mean spec_tune_target_concurrency?"),
+]
+
+
+@pytest.fixture(scope="module")
+def preflight_refusal(serving, tmp_path_factory):
+    """One preflight.yml run with every bad variable of PREFLIGHT_CASES; the state of the server before and after."""
     before = state(serving)
-    bad = {"sglang_server_ready_timeout": -1, "nvidia_driver_branch": "570", "nccl_extra_env": {"NCCL_P2P_DISABLE": "1"},
-           "sglang_benchmark_concurrency": "1,8", "sglang_benchmark_request_rates": [-1], "sglang_benchmark_min_output_throughput": "fast",
-           "sglang_benchmark_num_prompts": -3, "sglang_benchmark_backend": "vllm", "sglang_server_port": "abc",
-           "sglang_server_mem_fraction_static": 1.5}
-    proc = playbook(inventory(tmp_path), "preflight.yml", "-e", json.dumps(bad))
+    bad = dict((variable, value) for _id, variable, value, _words in PREFLIGHT_CASES)
+    assert len(bad) == len(PREFLIGHT_CASES)  # one case per variable, or a later value would hide an earlier one
+    proc = playbook(inventory(tmp_path_factory.mktemp("preflight")), "preflight.yml", "-e", json.dumps(bad))
+    return proc, before, state(serving), healthy(serving)
+
+
+@SANDBOX
+def test_preflight_lists_every_bad_variable_in_one_refusal(preflight_refusal):
+    proc = preflight_refusal[0]
     assert proc.returncode != 0
-    assert "(10 problem(s)):" in proc.flat, proc.stdout[-3000:]
-    for name in bad:
-        assert name + "=" in proc.flat, name
+    assert "Preflight refused the variables of %s (%d problem(s)):" % (HOST, len(PREFLIGHT_CASES)) in proc.flat, proc.stdout[-3000:]
     assert "Could not match supplied host pattern" not in proc.stdout + proc.stderr
-    assert state(serving) == before and healthy(serving)
+
+
+@SANDBOX
+@pytest.mark.parametrize("variable,value,words", [c[1:] for c in PREFLIGHT_CASES], ids=[c[0] for c in PREFLIGHT_CASES])
+def test_preflight_refuses_bad_variable_by_name_before_any_change(preflight_refusal, variable, value, words):
+    proc, before, after, still_healthy = preflight_refusal
+    # The message of this variable: "<variable>=<value as JSON>: <reason>. Fix: <fix>", up to the next problem.
+    start = proc.flat.find("%s=%s: " % (variable, json.dumps(value, sort_keys=True)))
+    assert start >= 0, (variable, proc.stdout[-3000:])
+    others = [proc.flat.find(" %s=" % c[1], start + 1) for c in PREFLIGHT_CASES if c[1] != variable]
+    message = proc.flat[start:min([i for i in others if i > start] or [start + 600])]
+    assert words in message and "Fix:" in message, message
+    assert after == before and still_healthy
 
 
 @SANDBOX
@@ -154,6 +208,22 @@ def test_failed_readiness_rolls_back_to_the_serving_configuration(serving, tmp_p
     assert "is not ready: not ready within 10 s" in proc.flat, proc.stdout[-3000:]
     assert "Rolled back: the previous unit and environment files" in proc.flat and "serves. The new configuration was NOT applied" in proc.flat
     # The journal tail is printed once, in the failure message.
+    assert proc.stdout.count("Last 50 journal lines") == 1
+    assert state(serving)[0] == before_files
+    assert healthy(serving) and server_info(serving)["max_running_requests"] == 64
+    assert on_host(serving, "ls /etc/sglang /etc/systemd/system | grep -c '~$'").stdout.strip() == "0"  # backups removed
+
+
+@SANDBOX
+def test_failed_restart_rolls_back_to_the_serving_configuration(serving, tmp_path):
+    # sglang_server_image_pull=always passes every check (the image is in the host's storage), but the new unit's
+    # ExecStartPre "podman pull localhost/sglang-sim:..." has no registry to pull from: the restart itself fails,
+    # before any readiness check, and the previous configuration must come back.
+    before_files = state(serving)[0]
+    proc = playbook(inventory(tmp_path, {"sglang_server_image_pull": "always"}), "serve.yml")
+    assert proc.returncode != 0
+    assert "could not be started with the new configuration: Restart the SGLang server failed:" in proc.flat, proc.stdout[-3000:]
+    assert "Rolled back: the previous unit and environment files" in proc.flat and "serves. The new configuration was NOT applied" in proc.flat
     assert proc.stdout.count("Last 50 journal lines") == 1
     assert state(serving)[0] == before_files
     assert healthy(serving) and server_info(serving)["max_running_requests"] == 64

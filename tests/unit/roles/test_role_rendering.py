@@ -756,3 +756,22 @@ def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
 def test_preflight_variables_reference_deployment_passes(tmp_path):
     rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], REFERENCE_DEPLOYMENT)[:2]
     assert rc == 0, text[-3000:]
+
+
+def test_preflight_variables_refuses_misspelled_names_with_the_closest_valid_one(tmp_path):
+    # Misspelled names next to names that are legitimately set: playbook knobs, a fact of the nccl role, a shared
+    # prefix (sglang_target_concurrency), an internal name and one listed in preflight_known_variables.
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_speculative_num_step=3, nccl_p2p_polcy="disable",
+                     sglang_server_api_kye="sk-FAKE-misspelled", sglang_server_rollout_serial=[1, "50%"],
+                     sglang_benchmark_ab_min_gain=0.05, nccl_p2p_decision={"p2p": "disabled"}, sglang_target_concurrency=32,
+                     sglang_server__internal=1, nccl_site_note="mine", preflight_known_variables=["nccl_site_note"])
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)[:2]
+    assert rc != 0
+    flat = " ".join(text.split())
+    assert "Preflight refused the variables of target (3 problem(s)):" in flat, text[-3000:]
+    assert "nccl_p2p_polcy=\"disable\": not a variable of this collection" in flat
+    assert "Fix: did you mean nccl_p2p_force (or nccl_p2p)?" in flat
+    assert "sglang_server_speculative_num_step=3: not a variable of this collection" in flat
+    assert "Fix: did you mean sglang_server_speculative_num_steps?" in flat
+    assert "sglang_server_api_kye=<redacted>:" in flat and "did you mean sglang_server_api_key?" in flat
+    assert "sk-FAKE-misspelled" not in text

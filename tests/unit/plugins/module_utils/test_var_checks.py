@@ -4,6 +4,8 @@ Each bad input of issue 14 (and its neighbours) is one row: the variable, the va
 words the message must hold. Every message must start with "<variable>=" and hold a "Fix:"."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,73 @@ def test_every_problem_reported_together():
 def test_every_rule_names_a_documented_variable():
     documented = set(vc.spec_options(SPECS))
     assert sorted(set(vc.RULES) - documented) == []
+
+
+# Misspelled names (issue 14): (name as typed, value, the valid names the fix must offer), written by hand. Runners-up
+# nearly as close as the best match are offered too.
+MISSPELLED = [
+    ("sglang_server_speculative_num_step", 3, "sglang_server_speculative_num_steps"),
+    ("nccl_p2p_polcy", "disable", "nccl_p2p_force (or nccl_p2p)"),
+    ("sglang_server_tp_szie", 4, "sglang_server_tp_size (or sglang_server_pp_size, sglang_server_page_size)"),
+    ("sglang_benchmark_concurency", [1, 8], "sglang_benchmark_concurrency"),
+    ("nvidia_driver_brnch", "580", "nvidia_driver_branch"),
+    ("iommu_reboot_allowd", True, "iommu_reboot_allowed"),
+    ("preflight_image_cuda_verison", "13.0", "preflight_image_cuda_version"),
+    ("sglang_server_rollout_serail", 1, "sglang_server_rollout_serial"),
+    ("spec_tune_target_concurency", 32, "spec_tune_target_concurrency"),
+]
+
+
+@pytest.mark.parametrize("name,value,closest", MISSPELLED, ids=[row[0] for row in MISSPELLED])
+def test_misspelled_name_refused_with_the_closest_valid_name(name, value, closest):
+    problems = vc.unknown_variables({name: value}, SPECS)
+    assert problems == ["%s=%s: not a variable of this collection (a misspelled name is ignored silently, so its value would never be "
+                        "used). Fix: did you mean %s? Rename it (see its entry in the role's meta/argument_specs.yml or docs/)"
+                        % (name, json.dumps(value), closest)]
+
+
+def test_valid_playbook_internal_and_foreign_names_pass():
+    names = {"sglang_server_speculative_num_steps": 3, "nccl_p2p": "auto", "sglang_server_rollout_serial": [1, "50%"],
+             "sglang_benchmark_ab_min_gain": 0.05, "spec_tune_weights": {"8": 1}, "sglang_server_launch": {},
+             "nccl_p2p_decision": {}, "preflight_var_problems": [], "sglang_server__unit": "x.service",
+             "sglang_target_concurrency": 32, "llmops_target": "gpu_hosts", "unrelated_variable": 1, "sglang_production": 1}
+    assert vc.unknown_variables(names, SPECS) == []
+
+
+def test_unknown_name_without_a_close_match_and_secret_values():
+    problems = vc.unknown_variables({"nccl_zzzzzzzzzzzz": 1, "sglang_server_api_kye": "sk-FAKE-9"}, SPECS)
+    assert len(problems) == 2 and "sk-FAKE" not in " ".join(problems)
+    assert problems[0].startswith("nccl_zzzzzzzzzzzz=1: not a variable of this collection")
+    assert problems[0].endswith("Fix: remove it, or use a documented nccl_* variable (ansible-doc -t role llmops.sglang.<role>)")
+    assert problems[1].startswith("sglang_server_api_kye=<redacted>:") and "did you mean sglang_server_api_key?" in problems[1]
+
+
+def test_a_list_of_names_is_accepted():
+    assert vc.unknown_variables(["sglang_server_prot"], SPECS)[0].startswith("sglang_server_prot=null:")
+
+
+def _assigned_names():
+    """Every variable name with a collection prefix that the collection itself assigns (YAML keys, register:)."""
+    pattern = r"(?:%s)[a-z0-9][a-z0-9_]*" % "|".join(vc.PREFIXES)
+    names = set()
+    for base in ("roles", "playbooks", "inventories", "extensions", "tests/sandbox"):
+        for path in (REPO / base).rglob("*"):
+            if path.is_file() and path.suffix in (".yml", ".yaml", ".json", "") and "sglang_sim" not in path.parts:
+                text = path.read_text(errors="replace")
+                names |= set(re.findall(r"register:\s*(%s)\b" % pattern, text))
+                names |= set(re.findall(r"^\s*(?:-\s+)?(%s)\s*:" % pattern, text, re.M))
+                names |= set(re.findall(r"[\"'{,]\s*(%s)[\"']?\s*:" % pattern, text))
+    return names
+
+
+def test_every_name_the_collection_assigns_is_known():
+    # A name missing here would be refused as a misspelling by preflight: add it to INTERNAL_VARIABLES (or document it).
+    assigned = _assigned_names()
+    assert len(assigned) > 200, len(assigned)
+    assert sorted(assigned - vc.known_variables(SPECS)) == []
+
+
+def test_playbook_variables_are_documented_in_their_playbook_or_docs():
+    text = "".join(p.read_text() for p in list((REPO / "playbooks").glob("*.yml")) + list((REPO / "docs").glob("*.md")))
+    assert sorted(n for n in vc.PLAYBOOK_VARIABLES if n not in text) == []
+    assert sorted(vc.PLAYBOOK_VARIABLES & set(vc.spec_options(SPECS))) == []
