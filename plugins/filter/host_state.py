@@ -10,6 +10,9 @@ Filters:
   packages_missing(names, state)                    -> [name, ...] not proven installed
   unit_ready(state, name)                           -> bool: enabled and active
   unit_exists(state, name)                          -> bool
+  file_matches(state, path, content=None, owner=None, group=None, mode=None, state_wanted='file')
+                                                    -> bool: copy/file would change nothing
+  deb_installed(url, state)                         -> bool: apt deb=url would change nothing
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ def host_state_argv(what):
     """argv of the read (a command task, check_mode false, changed_when false)."""
     if not isinstance(what, dict):
         raise AnsibleFilterError("host_state_argv expects a dict with packages, files, globs and units (lists), got %r" % (what,))
-    return hs.read_argv(what.get("packages"), what.get("files"), what.get("globs"), what.get("units"))
+    return hs.read_argv(what.get("packages"), what.get("files"), what.get("globs"), what.get("units"), bool(what.get("secure_boot")))
 
 
 def host_state(stdout):
@@ -45,6 +48,18 @@ def unit_exists(state, name):
     return hs.unit_exists(state, name)
 
 
+def file_matches(state, path, content=None, owner=None, group=None, mode=None, state_wanted="file"):
+    """True when copy (content, owner, group, mode) or file (state directory/absent) would change nothing."""
+    if state_wanted not in ("file", "directory", "absent"):
+        raise AnsibleFilterError("file_matches: state_wanted must be file, directory or absent, got %r" % (state_wanted,))
+    return hs.file_matches(state, path, content, owner, group, mode, state_wanted)
+
+
+def deb_installed(url, state):
+    """True when apt deb=url state=present would change nothing (package_version_arch.deb installed at that version)."""
+    return hs.deb_installed(url, state)
+
+
 class FilterModule(object):
     """llmops.sglang host state filters."""
 
@@ -55,4 +70,6 @@ class FilterModule(object):
             "packages_missing": packages_missing,
             "unit_ready": unit_ready,
             "unit_exists": unit_exists,
+            "file_matches": file_matches,
+            "deb_installed": deb_installed,
         }

@@ -17,14 +17,20 @@ The helpers only ever say "nothing to do" when the read proves it; anything unkn
 """
 from __future__ import annotations
 
+import hashlib
+import re
+
 # One POSIX shell program; its arguments are sections: --pkg NAME..., --file PATH..., --glob PATTERN...,
-# --unit NAME.... It only reads. Lines: pkg<TAB>name<TAB>status<TAB>version, file<TAB>path<TAB>0|1,
+# --unit NAME..., --secure-boot. It only reads. Lines: pkg<TAB>name<TAB>status<TAB>version,
+# file<TAB>path<TAB>0|1<TAB>owner:group:octal mode:type<TAB>sha1 (regular files), secure_boot<TAB>line (each line of mokutil --sb-state,
+# else the EFI variable, else why it is unknown or off),
 # glob<TAB>pattern<TAB>path (regular files), unit<TAB>name<TAB>load_state<TAB>unit_file_state<TAB>active_state.
 READ_STATE_SCRIPT = r"""
 mode=
 for a in "$@"; do
   case "$a" in
     --pkg|--file|--glob|--unit) mode=$a; continue ;;
+    --secure-boot) mode=--secure-boot ;;
   esac
   case "$mode" in
     --pkg)
@@ -34,7 +40,22 @@ for a in "$@"; do
         rpm -q --qf 'pkg\t%{NAME}\tinstalled\t%{VERSION}-%{RELEASE}\n' "$a" 2>/dev/null | grep '^pkg' || true
       fi ;;
     --file)
-      if [ -e "$a" ]; then printf 'file\t%s\t1\n' "$a"; else printf 'file\t%s\t0\n' "$a"; fi ;;
+      if [ -e "$a" ]; then
+        attrs=$(stat -c '%U:%G:%a:%F' "$a" 2>/dev/null)
+        sum=
+        if [ -f "$a" ] && [ ! -L "$a" ]; then sum=$(sha1sum < "$a" 2>/dev/null | cut -d' ' -f1); fi
+        printf 'file\t%s\t1\t%s\t%s\n' "$a" "$attrs" "$sum"
+      else printf 'file\t%s\t0\t\t\n' "$a"; fi ;;
+    --secure-boot)
+      f=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+      if command -v mokutil >/dev/null 2>&1; then sb=$(mokutil --sb-state 2>&1)
+      elif [ -r "$f" ]; then
+        v=$(od -An -t u1 -j4 -N1 "$f" | tr -d ' ')
+        if [ "$v" = 1 ]; then sb="SecureBoot enabled (EFI variable)"; else sb="SecureBoot disabled (EFI variable)"; fi
+      elif [ -d /sys/firmware/efi ]; then sb="SecureBoot unknown (EFI, no mokutil)"
+      else sb="SecureBoot disabled (no EFI: legacy BIOS boot or container)"; fi
+      printf '%s\n' "$sb" | while IFS= read -r l; do printf 'secure_boot\t%s\n' "$l"; done
+      mode= ;;
     --glob)
       for f in $a; do if [ -f "$f" ]; then printf 'glob\t%s\t%s\n' "$a" "$f"; fi; done ;;
     --unit)
@@ -51,9 +72,10 @@ _NOT_PLAIN = set("=<>:@*?[ ")
 
 
 def parse_state(text):
-    """The output of READ_STATE_SCRIPT as {packages: {name: version}, files: {path: bool}, globs: {pattern: [path]},
-    units: {name: {exists, load_state, unit_file_state, active_state}}}. Unknown lines are ignored."""
-    state = {"packages": {}, "files": {}, "globs": {}, "units": {}}
+    """The output of READ_STATE_SCRIPT as {packages: {name: version}, files: {path: bool}, file_attrs: {path: {owner, group,
+    mode, type, sha1}}, globs: {pattern: [path]}, units: {name: {exists, load_state, unit_file_state, active_state}},
+    secure_boot: [lines]}. Unknown lines are ignored."""
+    state = {"packages": {}, "files": {}, "file_attrs": {}, "globs": {}, "units": {}, "secure_boot": []}
     for line in (text or "").splitlines():
         fields = line.rstrip("\r").split("\t")
         kind = fields[0]
@@ -62,6 +84,14 @@ def parse_state(text):
                 state["packages"][fields[1]] = fields[3]
         elif kind == "file" and len(fields) >= 3:
             state["files"][fields[1]] = fields[2].strip() == "1"
+            attrs = (fields[3].strip() if len(fields) > 3 else "").split(":", 3)
+            state["file_attrs"][fields[1]] = {
+                "owner": attrs[0] if len(attrs) == 4 else "", "group": attrs[1] if len(attrs) == 4 else "",
+                "mode": attrs[2].zfill(4) if len(attrs) == 4 else "", "type": attrs[3] if len(attrs) == 4 else "",
+                "sha1": fields[4].strip() if len(fields) > 4 else "",
+            }
+        elif kind == "secure_boot" and len(fields) >= 2:
+            state["secure_boot"].append("\t".join(fields[1:]).strip())
         elif kind == "glob" and len(fields) >= 3:
             state["globs"].setdefault(fields[1], []).append(fields[2])
         elif kind == "unit" and len(fields) >= 5:
@@ -112,12 +142,57 @@ def glob_matches(state, pattern):
     return list(((state or {}).get("globs") or {}).get(pattern) or [])
 
 
-def read_argv(packages=None, files=None, globs=None, units=None):
-    """The argv of the one read: /bin/sh -c READ_STATE_SCRIPT llmops-host-state --pkg ... --file ... --glob ... --unit ...."""
+def read_argv(packages=None, files=None, globs=None, units=None, secure_boot=False):
+    """The argv of the one read: /bin/sh -c READ_STATE_SCRIPT llmops-host-state --pkg ... --file ... --glob ... --unit ...
+    [--secure-boot]."""
     argv = ["/bin/sh", "-c", READ_STATE_SCRIPT, "llmops-host-state"]
     for flag, values in (("--pkg", packages), ("--file", files), ("--glob", globs), ("--unit", units)):
         values = [str(v) for v in (values or []) if str(v)]
         if values:
             argv.append(flag)
             argv.extend(values)
+    if secure_boot:
+        argv.append("--secure-boot")
     return argv
+
+
+def file_matches(state, path, content=None, owner=None, group=None, mode=None, state_wanted="file"):
+    """True when the path is already what copy (content, owner, group, mode), file state=directory (state_wanted
+    "directory") or file state=absent ("absent") would leave, so the task would change nothing. Not read: False."""
+    files = (state or {}).get("files") or {}
+    if path not in files:
+        return False
+    exists = files[path]
+    if state_wanted == "absent":
+        return exists is False
+    if not exists:
+        return False
+    attrs = ((state or {}).get("file_attrs") or {}).get(path) or {}
+    kind = "directory" if state_wanted == "directory" else "regular file"
+    if attrs.get("type") not in ((kind, "regular empty file") if kind == "regular file" else (kind,)):
+        return False
+    if owner is not None and attrs.get("owner") != str(owner):
+        return False
+    if group is not None and attrs.get("group") != str(group):
+        return False
+    if mode is not None and attrs.get("mode") != str(mode).zfill(4):
+        return False
+    if content is not None:
+        data = content.encode("utf-8") if not isinstance(content, bytes) else content
+        if attrs.get("sha1") != hashlib.sha1(data).hexdigest():
+            return False
+    return True
+
+
+_DEB_NAME = re.compile(r"^([a-z0-9][a-z0-9+.-]+)_([^_/]+)_([a-z0-9-]+)\.deb$")
+
+
+def deb_installed(url, state):
+    """True when the .deb the URL names (Debian file name package_version_arch.deb) is installed at exactly that version,
+    so apt deb=URL state=present would change nothing. Any other file name: False (the apt task runs)."""
+    name = str(url or "").rstrip("/").rsplit("/", 1)[-1]
+    match = _DEB_NAME.match(name.replace("%3a", ":").replace("%3A", ":"))
+    if not match:
+        return False
+    installed = ((state or {}).get("packages") or {}).get(match.group(1))
+    return installed is not None and installed == match.group(2)
