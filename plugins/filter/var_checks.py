@@ -8,8 +8,9 @@
 * ``argument_specs | llmops.sglang.checked_variables`` -> names the check knows (argument_specs options and RULES)
 * ``argument_specs | llmops.sglang.known_variables`` -> those and the playbook and internal variables (every
   name that is not a misspelling)
-* ``values | llmops.sglang.unknown_variables(argument_specs)`` -> the same strings for names with a role prefix
-  that are no variable of the collection (misspellings), the closest valid name as the fix
+* ``names | llmops.sglang.unknown_variables(argument_specs)`` -> ``"<variable>: not a variable ... Fix: ..."`` for
+  names with a role prefix that are no variable of the collection (misspellings), the closest valid name as the fix;
+  values are never shown
 """
 
 from __future__ import annotations

@@ -76,13 +76,17 @@ def write_report_files(outdir, content, check_mode=False):
         files.append(target)
         old = None
         if os.path.exists(target):
-            with open(target, "rb") as fh:
-                old = fh.read()
+            try:
+                with open(target, "rb") as fh:
+                    old = fh.read()
+            except (IOError, OSError) as exc:      # e.g. a directory where the file belongs
+                raise ReportWriteError(target, exc)
         if old == content[name]:
             continue
         changed.append(target)
         if check_mode:
             continue
+        tmp = None
         try:
             if not os.path.isdir(outdir):
                 os.makedirs(outdir)
@@ -91,6 +95,10 @@ def write_report_files(outdir, content, check_mode=False):
                 fh.write(content[name])
             os.chmod(tmp, 0o644)
             os.rename(tmp, target)
+            tmp = None
         except (IOError, OSError) as exc:
             raise ReportWriteError(target, exc)
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
     return files, changed

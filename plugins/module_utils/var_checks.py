@@ -344,8 +344,6 @@ INTERNAL_VARIABLES = frozenset((
     "sglang_server_rollout_reasons", "spec_tune_decision", "spec_tune_decision_record",
 ))
 
-_SECRET_RE = re.compile(r"key|token|secret|passw", re.I)
-
 
 def known_variables(argument_specs):
     """Every name :func:`unknown_variables` accepts: argument_specs options, RULES, playbook and internal variables."""
@@ -355,19 +353,19 @@ def known_variables(argument_specs):
 def unknown_variables(values, argument_specs, prefixes=PREFIXES):
     """Refuse variables named like the collection's (one of ``prefixes``) that are none of its variables.
 
-    :param values: dict variable -> value (or a list of names) set in scope; names without a prefix, and internal
-        ``<role>__*`` names, are ignored.
+    :param values: the names set in scope (a list, or a dict whose values are ignored); names without a prefix, and
+        internal ``<role>__*`` names, are ignored.
     :param argument_specs: parsed ``meta/argument_specs.yml`` documents (one or a list).
-    :returns: ``"<variable>=<value>: not a variable of this collection ... Fix: did you mean <closest>? ..."`` strings,
-        sorted by name; [] when every name is known. The value is redacted when the name or its closest match is secret.
+    :returns: ``"<variable>: not a variable of this collection ... Fix: did you mean <closest>? ..."`` strings, sorted
+        by name; [] when every name is known. The value is never read or shown: a misspelled name may hold a secret
+        under a name no redaction rule knows (``sglang_server_bearer``), and reading it would template it.
     """
     options = spec_options(argument_specs)
     known = known_variables(argument_specs)
     # Suggest only what a user sets: options, RULES and playbook variables, not registered results.
     offered = sorted(set(options) | set(RULES) | PLAYBOOK_VARIABLES)
-    values = values if isinstance(values, dict) else dict((name, None) for name in values or [])
     problems = []
-    for name in sorted(values):
+    for name in sorted(set(values or [])):
         prefix = next((p for p in prefixes if name.startswith(p)), None)
         if prefix is None or name in known or name[len(prefix):].startswith("_"):
             continue
@@ -376,13 +374,11 @@ def unknown_variables(values, argument_specs, prefixes=PREFIXES):
         # The best match, and the runners-up that are nearly as close (nccl_p2p_polcy: nccl_p2p_force or nccl_p2p).
         ratios = [difflib.SequenceMatcher(None, name, c).ratio() for c in close]
         close = [c for c, r in zip(close, ratios) if r >= ratios[0] - 0.1]
-        secret = _SECRET_RE.search(name) or any(options.get(c, {}).get("no_log") or _SECRET_RE.search(c) for c in close)
-        shown = "<redacted>" if secret else _shown(values[name])
         if close:
             fix = "did you mean %s%s? Rename it (see its entry in the role's meta/argument_specs.yml or docs/)" % (
                 close[0], " (or %s)" % ", ".join(close[1:]) if close[1:] else "")
         else:
             fix = "remove it, or use a documented %s* variable (ansible-doc -t role llmops.sglang.<role>)" % prefix
-        problems.append("%s=%s: not a variable of this collection (a misspelled name is ignored silently, so its value would "
-                        "never be used). Fix: %s" % (name, shown, fix))
+        problems.append("%s: not a variable of this collection (a misspelled name is ignored silently, so its value would "
+                        "never be used). Fix: %s" % (name, fix))
     return problems

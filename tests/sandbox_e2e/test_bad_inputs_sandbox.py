@@ -189,10 +189,13 @@ def test_preflight_lists_every_bad_variable_in_one_refusal(preflight_refusal):
 @pytest.mark.parametrize("variable,value,words", [c[1:] for c in PREFLIGHT_CASES], ids=[c[0] for c in PREFLIGHT_CASES])
 def test_preflight_refuses_bad_variable_by_name_before_any_change(preflight_refusal, variable, value, words):
     proc, before, after, still_healthy = preflight_refusal
-    # The message of this variable: "<variable>=<value as JSON>: <reason>. Fix: <fix>", up to the next problem.
-    start = proc.flat.find("%s=%s: " % (variable, json.dumps(value, sort_keys=True)))
+    # The message of this variable: "<variable>=<value as JSON>: <reason>. Fix: <fix>", up to the next problem; a misspelled
+    # name is shown without its value ("<variable>: not a variable of this collection ...").
+    start = max(proc.flat.find("%s=%s: " % (variable, json.dumps(value, sort_keys=True))),
+                proc.flat.find("%s: not a variable of this collection" % variable))
     assert start >= 0, (variable, proc.stdout[-3000:])
-    others = [proc.flat.find(" %s=" % c[1], start + 1) for c in PREFLIGHT_CASES if c[1] != variable]
+    others = [max(proc.flat.find(" %s=" % c[1], start + 1), proc.flat.find(" %s: " % c[1], start + 1))
+              for c in PREFLIGHT_CASES if c[1] != variable]
     message = proc.flat[start:min([i for i in others if i > start] or [start + 600])]
     assert words in message and "Fix:" in message, message
     assert after == before and still_healthy

@@ -769,9 +769,9 @@ def test_preflight_variables_refuses_misspelled_names_with_the_closest_valid_one
     assert rc != 0
     flat = " ".join(text.split())
     assert "Preflight refused the variables of target (3 problem(s)):" in flat, text[-3000:]
-    assert "nccl_p2p_polcy=\"disable\": not a variable of this collection" in flat
+    assert "nccl_p2p_polcy: not a variable of this collection" in flat
     assert "Fix: did you mean nccl_p2p_force (or nccl_p2p)?" in flat
-    assert "sglang_server_speculative_num_step=3: not a variable of this collection" in flat
+    assert "sglang_server_speculative_num_step: not a variable of this collection" in flat
     assert "Fix: did you mean sglang_server_speculative_num_steps?" in flat
-    assert "sglang_server_api_kye=<redacted>:" in flat and "did you mean sglang_server_api_key?" in flat
+    assert "sglang_server_api_kye: not a variable" in flat and "did you mean sglang_server_api_key?" in flat
     assert "sk-FAKE-misspelled" not in text

@@ -65,3 +65,25 @@ def test_plot_dir_is_removed_even_when_drawing_fails(tmp_path):
             open(os.path.join(d, "x.png"), "wb").close()
             raise RuntimeError("matplotlib failed")
     assert seen and not os.path.exists(seen[0])
+
+
+def test_a_failed_rename_leaves_no_temporary_file(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    out.mkdir()
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rf.os, "rename", refuse)
+    with pytest.raises(rf.ReportWriteError) as err:
+        rf.write_report_files(str(out), {"a": b"1"})
+    assert "No space left on device" in str(err.value)
+    assert os.listdir(out) == []
+
+
+def test_a_directory_where_the_file_belongs_is_named(tmp_path):
+    out = tmp_path / "r"
+    (out / "a").mkdir(parents=True)
+    with pytest.raises(rf.ReportWriteError) as err:
+        rf.write_report_files(str(out), {"a": b"1"})
+    assert err.value.path == str(out / "a")
