@@ -91,3 +91,15 @@ def test_bad_input(capsys, tmp_path, args, needle):
     base.update(args)
     out = run(capsys, base)
     assert out["failed"] is True and needle in out["msg"]
+
+
+@pytest.mark.parametrize("dataset, expected", [
+    ("random-ids", "input 1000 / output 256 tokens (range ratio 1.0)"),
+    # a prompt workload's input is its prompts, whatever random_input_len says (bench_serving writes it for every dataset)
+    ("builtin", "input: the workload's own prompts / output 256 tokens (range ratio 1.0)"),
+])
+def test_summary_header_names_the_input_lengths_the_workload_had(dataset, expected):
+    rec = {"backend": "sglang", "dataset_name": dataset, "temperature": 0.0, "top_p": 1.0, "random_input_len": 1000,
+           "random_output_len": 256, "random_range_ratio": 1.0, "speculative": {}}
+    header = benchmark_report.summary_md("T", "h1", "r1", [rec]).splitlines()[4]
+    assert header == "Backend `sglang`, workload `%s` (temperature 0.0, top_p 1.0), %s, speculative: off" % (dataset, expected)
