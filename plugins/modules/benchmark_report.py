@@ -319,11 +319,11 @@ def summary_md(title, host, run_id, records, ab_md=None):
     spec = first.get("speculative") or {}
     # random_input_len is what was asked for (bench_serving writes it for every dataset); only random ids are that long.
     if first.get("dataset_name", "random-ids") == "random-ids":
-        lengths = "input %s / output %s tokens (range ratio %s)" % (first.get("random_input_len"), first.get("random_output_len"),
-                                                                   first.get("random_range_ratio"))
+        lengths = "input %s / output %s tokens (range ratio %s)" % (
+            first.get("random_input_len"), first.get("random_output_len"), first.get("random_range_ratio"))
     else:
-        lengths = "input: the workload's own prompts / output %s tokens (range ratio %s)" % (first.get("random_output_len"),
-                                                                                         first.get("random_range_ratio"))
+        lengths = "input: the workload's own prompts / output %s tokens (range ratio %s)" % (
+            first.get("random_output_len"), first.get("random_range_ratio"))
     lines.append("Backend `%s`, workload `%s` (temperature %s, top_p %s), %s, speculative: %s"
                  % (first.get("backend"), first.get("dataset_name"), first.get("temperature", 0.0), first.get("top_p", 1.0), lengths,
                     ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
