@@ -1,14 +1,14 @@
 # llmops.sglang: the two commands of the README, and the stages they are made of.
 #   make site   - the main job: bootstrap, build/start the embedded sandbox (tests/sandbox/sandbox.yml),
 #                 then the production flow ansible-playbook site.yml on it
-#   make test   - the whole test suite (lint, sanity, unit, simulator integration, sandbox e2e, molecule)
+#   make test   - the whole test suite (lint, sanity, unit, modules and clients against the simulator, sandbox e2e, molecule)
 SHELL := /bin/bash
 export CONTAINERS_CONF := $(CURDIR)/tests/sandbox/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 VENV := $(CURDIR)/.venv/bin
 export PATH := $(VENV):$(PATH)
 
-.PHONY: bootstrap site test lint sanity unit integration e2e molecule ee clean
+.PHONY: bootstrap site test lint sanity unit simulator e2e molecule ee clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -29,8 +29,8 @@ sanity: bootstrap
 unit: bootstrap
 	pytest tests/unit
 
-integration: bootstrap
-	pytest tests/integration
+simulator: bootstrap
+	pytest tests/simulator
 
 e2e: bootstrap
 	pytest tests/sandbox_e2e

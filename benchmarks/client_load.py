@@ -1,4 +1,4 @@
-"""How much does the serving-benchmark client (plugins/module_utils/bench_client.py) cost, and how exact is it?
+"""How much does the serving-benchmark client (plugins/module_utils/_bench/client.py) cost, and how exact is it?
 
 Prints numbers (this is a measurement script, not a test):
 
@@ -36,9 +36,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_client as bc  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_stats as bs  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_metrics  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bc  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import stats as bs  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._server import metrics as sglang_metrics  # noqa: E402
 from sglang_sim.harness import SimProcess  # noqa: E402
 from sglang_sim.timing import TimingModel  # noqa: E402
 
@@ -68,7 +68,7 @@ def max_in_flight(results):
 
 
 def server_hist(srv, name):
-    """(sum, count) of a /metrics histogram (the server's own measurement), via module_utils/sglang_metrics.py."""
+    """(sum, count) of a /metrics histogram (the server's own measurement), via module_utils/_server/metrics.py."""
     parsed = sglang_metrics.parse_prometheus(srv.get_text("/metrics"))
     return (sum(sglang_metrics.values(parsed, name + "_sum")), sum(sglang_metrics.values(parsed, name + "_count")))
 

@@ -1,4 +1,4 @@
-"""Capacity of the serving-benchmark client with 1, 2 and 4 client processes (plugins/module_utils/bench_multi.py).
+"""Capacity of the serving-benchmark client with 1, 2 and 4 client processes (plugins/module_utils/_bench/processes.py).
 
 Prints numbers (a measurement script, not a test). Against the SGLang simulator in instant mode
 (``SGLANG_SIM_INSTANT=1``: the same chunks and token accounting, no sleeping), the same load (``--requests``
@@ -38,9 +38,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_client as bc  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_multi  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_stats as bs  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bc  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import processes as bench_multi  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import stats as bs  # noqa: E402
 from sglang_sim.harness import SimProcess  # noqa: E402
 
 

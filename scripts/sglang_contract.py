@@ -21,7 +21,7 @@ or imported) and extracts, with :mod:`ast`:
 
 Commands::
 
-    python3 scripts/sglang_contract.py generate   # fetch wheels, write plugins/module_utils/sglang_flags.py
+    python3 scripts/sglang_contract.py generate   # fetch wheels, write plugins/plugin_utils/_sglang/generated_flags.py
     python3 scripts/sglang_contract.py check      # exit 1 when the generated table is stale
     python3 scripts/sglang_contract.py show 0.5.9 --flag --attention-backend
 
@@ -45,7 +45,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE_DIR = os.path.join(ROOT, ".cache", "sglang-wheels")
-TABLE_PATH = os.path.join(ROOT, "plugins", "module_utils", "sglang_flags.py")
+TABLE_PATH = os.path.join(ROOT, "plugins", "plugin_utils", "_sglang", "generated_flags.py")
 
 #: (profile, pip requirement). The profile is the collection's name for the version (sglang_args.KNOWN_VERSIONS);
 #: the requirement is the wheel actually published on PyPI (0.4.10 is read from 0.4.10.post2, its last patch).
@@ -799,6 +799,8 @@ HEADER = '''# -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # GENERATED FILE - do not edit. Regenerate with:  python3 scripts/sglang_contract.py generate
 # (downloads the wheels below with `pip download --no-deps` into .cache/sglang-wheels and reads their source).
+# Note that this plugin util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
 """SGLang's launch_server CLI per version, extracted from the published wheels' ``server_args.py`` (AST).
 
 ``FLAGS``: one row per flag spelling, ``{"--flag": {"versions": (profiles that accept it), "takes_value": bool,
@@ -813,7 +815,7 @@ the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``LOAD
 ``Load weight end.`` messages rendered from the real format strings with sample values. ``BATCH_LINES``: per profile,
 ``Decode batch`` / ``Prefill batch`` messages (variants decode_spec, decode_spec_hybrid, decode_plain, prefill_hybrid,
 prefill_plain) rendered by running the scheduler's logging code on sample values (7, 12.34, True).
-Standard library only (nothing but literals); read by plugins/module_utils/sglang_args.py.
+Standard library only (nothing but literals); read by plugins/plugin_utils/_sglang/launch.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -829,7 +831,7 @@ def _assign(name, value):
 
 
 def render_table(data):
-    """Source text of plugins/module_utils/sglang_flags.py for :func:`collect`'s data."""
+    """Source text of plugins/plugin_utils/_sglang/generated_flags.py for :func:`collect`'s data."""
     profiles = tuple(p for p, _req in VERSIONS)
     parts = [HEADER]
     parts.append(_assign("VERSIONS", profiles))

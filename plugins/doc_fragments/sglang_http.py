@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Options shared by the modules that talk HTTP to a running SGLang server (speculative_check, serving_benchmark).
+"""Options shared by the modules that talk HTTP to a running SGLang server (speculative_check, serving_benchmark,
+production_concurrency).
 
-One description and one default per option; a module documents only what it adds. ``timeout`` is not here:
-speculative_check limits each short HTTP request (default 60 s) while serving_benchmark limits a whole
-streamed generation (default 1800 s), two different quantities.
+One description and one default per option, matching ``HTTP_ARGUMENT_SPEC`` in
+``plugins/module_utils/_server/client.py`` (the argument spec those modules share); a module documents only what it
+adds. ``timeout`` is not here: speculative_check limits each short HTTP request (default 60 s), serving_benchmark a
+whole streamed generation (default 1800 s) and production_concurrency one ``/metrics`` read (default 10 s), three
+different quantities.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Thin Jinja filters over ``module_utils/host_state.py``: one read of a host's installed state, and the answers
+"""Thin Jinja filters over ``plugin_utils/_host/installed_state.py``: one read of a host's installed state, and the answers
 the nvidia_driver role's conditions need from it.
 
 Filters:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.module_utils import host_state as hs
+from ansible_collections.llmops.sglang.plugins.plugin_utils._host import installed_state as hs
 
 
 def host_state_argv(what):

@@ -130,7 +130,7 @@ markdown:
   type: str
 summary:
   description: Compact per-level rows of O(records), as the RV(llmops.sglang.serving_benchmark#module:summary) rows of
-    M(llmops.sglang.serving_benchmark) (the columns of REPORT_FIELDS in C(plugins/module_utils/bench_report.py)).
+    M(llmops.sglang.serving_benchmark) (the columns of REPORT_FIELDS in C(plugins/module_utils/_report/benchmark.py)).
   returned: always
   type: list
   elements: dict
@@ -149,10 +149,10 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils.report_files import (
+from ansible_collections.llmops.sglang.plugins.module_utils._report.files import (
     ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
+from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
     ReportError, ab_markdown, category_markdown, category_rows, compare, jsonl_line, level_key, markdown_table, plot_series,
     run_warnings, summary_rows,
 )

@@ -138,7 +138,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_fingerprint import (
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.fingerprint import (
     FingerprintError, decide, fingerprint, format_age, make_state, parse_state,
 )
 

@@ -127,8 +127,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils.fleet_report import FleetReportError, build, markdown
-from ansible_collections.llmops.sglang.plugins.module_utils.report_files import (
+from ansible_collections.llmops.sglang.plugins.module_utils._report.fleet import FleetReportError, build, markdown
+from ansible_collections.llmops.sglang.plugins.module_utils._report.files import (
     ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
 )
 

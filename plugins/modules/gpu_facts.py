@@ -13,7 +13,8 @@ description:
   - Runs C(nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,compute_cap,memory.total,uuid --format=csv,noheader,nounits),
     C(nvidia-smi topo -p2p <mode>) for each of O(p2p_modes), C(nvidia-smi topo -m) and (optionally) C(nvidia-smi -q), and reads
     C(/proc/driver/nvidia/version), C(/proc/cmdline), C(/proc/cpuinfo), C(/sys/kernel/iommu_groups), C(/sys/bus/pci/devices),
-    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/module/nvidia_uvm/parameters/uvm_disable_hmm), C(/sys/class/dmi/id),
+    C(/sys/module/kvm_amd/parameters/sev_snp), C(/sys/module/nvidia_uvm/parameters/uvm_disable_hmm), C(/sys/module/nouveau),
+    C(/sys/class/dmi/id),
     C(/etc/default/grub) with C(/etc/default/grub.d/*.cfg) and the kernel log.
   - Returns everything under C(ansible_facts.llmops_gpu). nvidia-smi failures (binary missing, no driver, no devices,
     NVML driver/library version mismatch, other errors, a timeout) become C(smi_state) values with the first output line
@@ -21,7 +22,10 @@ description:
     without a driver still reports its GPU count and PCI addresses.
   - Read-only; runs in check mode exactly as in normal mode.
   - The roots (O(sysfs_root), O(procfs_root), O(etc_root)) and O(kernel_log_file) let tests and the sandbox point the
-    module at recorded trees.
+    module at recorded trees. The collection's roles call it without options and take them from the inventory variable
+    C(llmops_gpu_facts_options), passed as C(module_defaults) for the action group C(llmops.sglang.gpu) (see docs/gpu_facts.md).
+  - With O(model_dir), it also reads a model directory (the size of the weights, C(config.json)) for preflight's memory and
+    disk checks, in the same call.
 author:
   - llmops.sglang developers (@llmops)
 attributes:
@@ -67,11 +71,11 @@ options:
   p2p_modes:
     description:
       - C(nvidia-smi topo -p2p) capabilities to gather; V(r) read, V(w) write, V(n) NVLink, V(a) atomics, V(p) PCIe.
-      - The P2P decision of the nccl role uses read and write; matrices need not be symmetric.
+      - The P2P decision of the nccl role uses read and write (the default); matrices need not be symmetric.
     type: list
     elements: str
     choices: [r, w, n, a, p]
-    default: [r]
+    default: [r, w]
   topology:
     description: Run C(nvidia-smi topo -m) for the link matrix and NVLink detection.
     type: bool
@@ -80,6 +84,13 @@ options:
     description: Run C(nvidia-smi -q) for the CUDA version the driver supports, the GPU virtualization mode and the fabric state.
     type: bool
     default: true
+  model_dir:
+    description:
+      - A model directory on the host to read as well (read-only), returned as RV(model_dir), not as a fact
+        (preflight passes the server's model path when it is absolute).
+      - C(model.safetensors.index.json) C(metadata.total_size), else the sizes of the C(*.safetensors) files, with
+        C(config.json) (dtype, quantization) alongside; see C(plugins/module_utils/_gpu/model_dir.py).
+    type: path
   timeout:
     description:
       - Seconds each command may run (through coreutils C(timeout) when present); a command that runs out is killed and
@@ -90,7 +101,7 @@ requirements:
   - nvidia-smi from the NVIDIA driver (optional; without it the facts say C(smi_state=missing)).
 notes:
   - Formats parsed are those of nvidia-smi R580 (580.65.06 .. 580.159.04) and Linux 6.8 kernel logs; see
-    C(plugins/module_utils/nvidia_smi.py) and C(host_facts.py) for the per-format sources.
+    C(plugins/module_utils/_gpu/nvidia_smi.py) and C(host_facts.py) for the per-format sources.
 seealso:
   - name: llmops.sglang GPU facts and host decisions
     description: docs/gpu_facts.md in the collection.
@@ -114,12 +125,40 @@ EXAMPLES = r"""
     kernel_log: file
     kernel_log_file: /srv/fixtures/dmesg.txt
 
+- name: Read the GPU facts and the size of a downloaded model
+  llmops.sglang.gpu_facts:
+    model_dir: /models/Qwen3.5-122B-A10B
+  register: gpu_read
+
 - name: Show the P2P pairs and the SEV-SNP state
   ansible.builtin.debug:
     msg: "{{ ansible_facts.llmops_gpu.p2p.ok_pairs }} / SNP active: {{ ansible_facts.llmops_gpu.sev_snp.active }}"
 """
 
 RETURN = r"""
+model_dir:
+  description: What O(model_dir) holds (returned only with it).
+  returned: when O(model_dir) is set
+  type: dict
+  contains:
+    path:
+      description: The directory read.
+      type: str
+    exists:
+      description: True when it is a directory.
+      type: bool
+    config_json:
+      description: True when C(config.json) is there (the weights are downloaded already).
+      type: bool
+    weights:
+      description:
+        - "The size of the weights: bytes (int or null), gib (float, 0 when unknown), source (index, files or null), detail,
+          architectures, torch_dtype, quantization (from config.json). Null when a file is not valid (see RV(model_dir.error))."
+      type: dict
+    error:
+      description: Why a file could not be used (an index that is not JSON, a total_size that is not a positive number), else null.
+      type: str
+      sample: "model.safetensors.index.json metadata.total_size='lots' is not a positive number of bytes"
 ansible_facts:
   description: Facts added to the host.
   returned: always
@@ -373,6 +412,9 @@ ansible_facts:
             - "The loaded nvidia_uvm module (/sys/module/nvidia_uvm): loaded (bool), uvm_disable_hmm (bool from parameters/uvm_disable_hmm
               Y/N, null when the module is not loaded or has no such parameter)."
           type: dict
+        nouveau:
+          description: "The in-kernel nouveau driver: loaded (bool, C(/sys/module/nouveau) exists; it must not claim the GPUs)."
+          type: dict
         sev_snp:
           description:
             - "SEV-SNP state: active (bool), cpu_flag (bool), kvm_amd_sev_snp (Y/N/null), kernel_log (enabled, conflict or null),
@@ -397,8 +439,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import host_facts as hf
-from ansible_collections.llmops.sglang.plugins.module_utils import nvidia_smi as smi
+from ansible_collections.llmops.sglang.plugins.module_utils._gpu import host_facts as hf
+from ansible_collections.llmops.sglang.plugins.module_utils._gpu import model_dir as md
+from ansible_collections.llmops.sglang.plugins.module_utils._gpu import nvidia_smi as smi
 
 ENV = {"LANG": "C", "LC_ALL": "C", "LANGUAGE": "C"}
 
@@ -624,6 +667,7 @@ class Gatherer(object):
             cpu, hf.first_line(self.sys("class", "dmi", "id", "sys_vendor")), hf.first_line(self.sys("class", "dmi", "id", "product_name")),
             hf.first_line(self.sys("hypervisor", "type")), len(pci["gpus"]) or (len(gpus) if smi_ok else 0), modes)
         facts["nvidia_uvm"] = hf.nvidia_uvm_facts(p["sysfs_root"])
+        facts["nouveau"] = {"loaded": os.path.isdir(self.sys("module", "nouveau"))}
         # the IOMMU fact reads the virtualization role: a VM without a virtual IOMMU is not a host with the IOMMU off
         facts["iommu"] = hf.iommu_facts(p["sysfs_root"], [g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")], cmdline["params"], log,
                                         guest=facts["virtualization"]["role"] == "guest")
@@ -650,9 +694,10 @@ def main():
             etc_root=dict(type="path", default="/etc"),
             kernel_log=dict(type="str", default="auto", choices=["auto", "dmesg", "journal", "file", "none"]),
             kernel_log_file=dict(type="path"),
-            p2p_modes=dict(type="list", elements="str", default=["r"], choices=["r", "w", "n", "a", "p"]),
+            p2p_modes=dict(type="list", elements="str", default=["r", "w"], choices=["r", "w", "n", "a", "p"]),
             topology=dict(type="bool", default=True),
             query_details=dict(type="bool", default=True),
+            model_dir=dict(type="path"),
             timeout=dict(type="int", default=30),
         ),
         required_if=[("kernel_log", "file", ["kernel_log_file"])],
@@ -664,7 +709,8 @@ def main():
     facts = gatherer.gather()
     for warning in gatherer.warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"llmops_gpu": facts})
+    extra = {"model_dir": md.read_model_dir(module.params["model_dir"])} if module.params["model_dir"] else {}
+    module.exit_json(changed=False, ansible_facts={"llmops_gpu": facts}, **extra)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ description:
     warning that synthetic prompts inflate speculative throughput (SPEED-Bench, arXiv 2604.09557, about 23 %).
   - A sweep is the product of O(max_concurrency) levels and O(request_rate) levels. Each level first sends
     O(warmup_requests) requests that are not counted.
+  - The sweep is planned once, on the controller, by the action plugin, which then runs the module on the load generator
+    once per level and shows a line per level as soon as it ends (what it measured, the ETA of the rest). With
+    O(stop_on_failure) a failed level skips the rest.
   - The load generator is standard-library Python (asyncio), runs wherever the module runs (the GPU host by default,
     against loopback; delegate the task to a load host or the controller and point O(url) at the server).
   - Fails, with all measured levels in C(records), when a gate misses (naming the level and the metric), when the
@@ -58,7 +61,7 @@ options:
     description:
       - What the requests ask. C(random-ids) sends random token ids of O(input_len) tokens (bench_serving's C(random-ids);
         for capacity tests; it inflates speculative decoding). C(builtin) sends the collection's category-labelled prompt
-        set (10 categories x 10 prompts, plugins/module_utils/workload_builtin.py). C(auto) is C(builtin) when the
+        set (10 categories x 10 prompts, plugins/module_utils/_bench/builtin_prompts.py). C(auto) is C(builtin) when the
         server's info shows speculative decoding on, else C(random-ids).
       - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl) files) or a glob, read on the controller by the
         action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON (C(conversations) with
@@ -145,15 +148,68 @@ options:
     type: int
     default: 0
   max_concurrency:
-    description: Levels of at most this many requests in flight (bench_serving C(--max-concurrency)). Empty means no limit.
+    description:
+      - Levels of at most this many requests in flight (bench_serving C(--max-concurrency)). Empty means no limit.
+      - A list; a string such as C("1,8") is refused, not split.
     type: list
     elements: int
     default: [1]
   request_rate:
-    description: Levels of Poisson arrival rate in req/s (bench_serving C(--request-rate)). Empty means all at once.
+    description: Levels of Poisson arrival rate in req/s (bench_serving C(--request-rate)). Empty means all at once. A list, as
+      O(max_concurrency).
     type: list
     elements: float
     default: []
+  extra_concurrency:
+    description: Concurrency levels that join O(max_concurrency) (the sglang_benchmark role passes the A/B run's target
+      concurrency here, which extra vars cannot hide).
+    type: list
+    elements: int
+    default: []
+  sort_levels:
+    description: Run the concurrency levels ascending, each once (O(extra_concurrency) included). C(false) runs them as
+      given, a repeated level measured again, O(extra_concurrency) last.
+    type: bool
+    default: false
+  stop_on_failure:
+    description: After a level that failed (a missed gate, failed requests beyond O(gates.max_failed_fraction), or no
+      measurement at all), skip the remaining levels. Their count is shown in the level's line. (The action plugin runs the
+      levels; the module run outside Ansible runs all it is given.)
+    type: bool
+    default: false
+  levels:
+    description:
+      - The planned levels this call runs, as RV(levels) lists them. The action plugin plans the sweep from the options
+        above and gives the module one level per call; the module plans only when it runs outside Ansible.
+      - Give it only to run levels planned elsewhere.
+    type: list
+    elements: dict
+    suboptions:
+      max_concurrency:
+        description: Requests in flight at most; null for no limit.
+        type: int
+      request_rate:
+        description: Poisson arrival rate in req/s; null for all at once.
+        type: float
+      num_prompts:
+        description: Measured requests of the level.
+        type: int
+        required: true
+      waves:
+        description: The level's length in the unit of the ETA (num_prompts / concurrency, or the seconds at the rate).
+        type: float
+        default: 1.0
+      name:
+        description: The level's name in lines and messages, for example C(concurrency 4).
+        type: str
+        required: true
+  variable_names:
+    description:
+      - The caller's name of an option, used in messages instead of the option's (a key per option, C(gates.<gate>) and
+        C(delegate_to) included). The sglang_benchmark role passes its variables, so a message names
+        C(sglang_benchmark_concurrency) rather than C(max_concurrency).
+    type: dict
+    default: {}
   burstiness:
     description:
       - Shape of the arrival process at each O(request_rate) level (vLLM C(--burstiness)). C(1.0) is Poisson
@@ -326,8 +382,8 @@ options:
     type: str
     default: ""
   level_offset:
-    description: Number of levels already run in this sweep, so C(level) numbers continue when the role calls the
-      module once per level.
+    description: Number of levels already run in this sweep, so C(level) numbers (and the seeds) continue when the sweep
+      is split over several tasks. The action plugin adds the levels before each one.
     type: int
     default: 0
   output_file:
@@ -481,7 +537,7 @@ summary:
   description: Compact per-level rows (level, concurrency, request_rate in req/s, completed, failed, output_tok_s
     in tok/s, decode_tok_s_per_req in tok/s, median/p90/p99 TTFT and TPOT in ms, median ITL in ms, median E2E in ms,
     measured concurrency, accept_length, duration_s in s, goodput_req_s in req/s or null); the columns of the field
-    table REPORT_FIELDS in C(plugins/module_utils/bench_report.py).
+    table REPORT_FIELDS in C(plugins/module_utils/_report/benchmark.py).
   returned: always
   type: list
   elements: dict
@@ -490,11 +546,28 @@ markdown:
   returned: always
   type: str
 levels:
-  description: The planned sweep, one dict per level in the order they run (as given) - C(max_concurrency), C(request_rate)
+  description: The planned sweep, one dict per level in the order they run - C(max_concurrency), C(request_rate)
     (req/s), C(num_prompts), C(waves) (num_prompts / concurrency, or the seconds at the rate) and C(name).
   returned: always
   type: list
   elements: dict
+problems:
+  description: One entry per failed level, C(level N (name) - message), in the order they ran; empty when every level passed.
+    When an input is refused before anything is sent, the refusal.
+  returned: always (the action plugin)
+  type: list
+  elements: str
+  sample: ["level 2 (concurrency 8): serving_benchmark: 1 gate(s) missed: level 2 (max_concurrency=8): p99_tpot_ms 52.10 ms is above the gate 40.00 ms"]
+lines:
+  description: The lines shown while the sweep ran - before each level C(Benchmark level 1/2 - concurrency 1, 16 requests),
+    after it C(Result concurrency 1 - 16 ok / 0 failed; output ... tok/s, ...; 1 level(s) left, ETA ~40 s).
+  returned: always (the action plugin)
+  type: list
+  elements: str
+stopped:
+  description: True when O(stop_on_failure) skipped levels after a failed one.
+  returned: always (the action plugin)
+  type: bool
 server_info:
   description: The server's C(/server_info) JSON (empty when O(server_info=false)).
   returned: always
@@ -524,7 +597,6 @@ duration_s:
   type: float
 """
 
-import math
 import os
 import time
 import traceback
@@ -532,15 +604,22 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.sglang.plugins.module_utils import (
-    arrivals, bench_client, bench_multi, bench_plan, conversations, shared_prefix, traces,
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import arrivals
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import processes as bench_multi
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import options
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import plan as bench_plan
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.plan import option_name
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import conversations
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import shared_prefix
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import traces
+from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
+    ReportError, check_gates, jsonl_line, make_record, markdown_table, summary_rows,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_report import (
-    ReportError, check_gates, gate_option_spec, jsonl_line, make_record, markdown_table, summary_rows,
-)
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import level_metrics, normalize_slo, output_details
-from ansible_collections.llmops.sglang.plugins.module_utils import spec_stats, workloads
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import level_metrics, normalize_slo, output_details
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import speculative as spec_stats
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads
+from ansible_collections.llmops.sglang.plugins.module_utils._server.client import SGLangHTTPError, module_client
 
 SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_num_steps"),
              ("eagle_topk", "speculative_eagle_topk"), ("num_draft_tokens", "speculative_num_draft_tokens"),
@@ -548,102 +627,14 @@ SPEC_KEYS = (("algorithm", "speculative_algorithm"), ("num_steps", "speculative_
 
 
 def plan_levels(params, trace_records=None):
-    """The sweep (bench_plan.plan_levels, the one plan the sglang_benchmark role runs too), levels as given.
-
-    A trace (``trace_records``) fixes each level's requests and arrivals (no rate levels); ``shared_prefix``
-    fixes the number of requests (groups x prompts per group)."""
-    return bench_plan.plan_levels(params["max_concurrency"], params["request_rate"], params["num_prompts"],
-                                  params["prompts_per_concurrency"],
-                                  trace_requests=len(trace_records) if trace_records is not None else None,
-                                  shared_prefix=params.get("shared_prefix"))
-
-
-def validate(params):
-    """Messages for bad options (each names the option, the value, why and the fix)."""
-    errs = []
-    for name in ("input_len", "output_len", "num_prompts"):
-        if params[name] < 1:
-            errs.append("%s=%r: must be >= 1 token/request; set a positive integer" % (name, params[name]))
-    if not 0.0 <= params["range_ratio"] <= 1.0:
-        errs.append("range_ratio=%r: must be within [0, 1]; use 1.0 for fixed lengths" % params["range_ratio"])
-    for mc in params["max_concurrency"]:
-        if mc is None or mc < 1:
-            errs.append("max_concurrency=%r: every level must be >= 1; use an empty list for no limit" % (params["max_concurrency"],))
-            break
-    for rate in params["request_rate"]:
-        if rate is None or rate <= 0:
-            errs.append("request_rate=%r: every level must be > 0 req/s; use an empty list to send all at once" % (params["request_rate"],))
-            break
-    for name in ("warmup_requests", "prompts_per_concurrency", "abort_after_failures", "level_offset", "workload_max_prompts"):
-        if params[name] < 0:
-            errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (name, params[name]))
-    if params["seed"] < 0:
-        errs.append("seed=%r: must be >= 0; Python seeds -N and N alike, so a negative seed repeats the prompts of "
-                    "another level (radix-cache hits); use e.g. %d" % (params["seed"], abs(params["seed"])))
-    for name in ("timeout", "stall_timeout"):
-        if params[name] < 0:
-            errs.append("%s=%r: must be >= 0 s (0 = no limit)" % (name, params[name]))
-    gates = params["gates"] or {}
-    ff = gates.get("max_failed_fraction")
-    if ff is not None and not 0.0 <= ff <= 1.0:
-        errs.append("gates.max_failed_fraction=%r: must be within [0, 1] (a fraction of the level's requests); "
-                    "e.g. 0.05 tolerates 5 %% failed requests" % ff)
-    gf = gates.get("min_goodput_fraction")
-    if gf is not None and not 0.0 <= gf <= 1.0:
-        errs.append("gates.min_goodput_fraction=%r: must be within [0, 1] (a fraction of the level's requests)" % gf)
-    errs.extend(validate_traffic(params))
-    return errs
-
-
-def validate_traffic(params):
-    """Messages for bad arrival, trace, shared-prefix, SLO and client-process options."""
-    errs = []
-    b = params.get("burstiness", 1.0)
-    if b is None or math.isnan(b) or b <= 0 or math.isinf(b):
-        errs.append("burstiness=%r: must be a number > 0 (1.0 = Poisson, < 1 burstier, > 1 more regular)" % (b,))
-    elif b != 1.0 and not params["request_rate"] and not params.get("trace"):
-        errs.append("burstiness=%r: shapes the gaps between arrivals at a request_rate, but request_rate is empty (all at "
-                    "once); set request_rate levels, or leave burstiness at 1.0" % (b,))
-    if params.get("trace"):
-        if params["request_rate"]:
-            errs.append("request_rate=%r: a trace replay sends each request at its trace timestamp; leave request_rate empty "
-                        "(use trace_time_scale to replay faster or slower)" % (params["request_rate"],))
-        if params.get("shared_prefix"):
-            errs.append("shared_prefix and trace are two workloads; set one of them")
-        ts = params.get("trace_time_scale")
-        if ts is None or math.isnan(ts) or ts <= 0 or math.isinf(ts):
-            errs.append("trace_time_scale=%r: must be a number > 0 (1.0 = as recorded, 2.0 = half speed)" % (ts,))
-        if (params.get("trace_max_requests") or 0) < 0:
-            errs.append("trace_max_requests=%r: must be >= 0 (0 = every line of the trace)" % (params["trace_max_requests"],))
-        if params.get("trace_block_size") is None or params["trace_block_size"] < 1:
-            errs.append("trace_block_size=%r: must be >= 1 token per hash_ids block (Mooncake traces use 512)"
-                        % (params.get("trace_block_size"),))
-    gsp = params.get("shared_prefix")
-    if gsp:
-        for k in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len"):
-            if gsp.get(k) is None or gsp[k] < 1:
-                errs.append("shared_prefix.%s=%r: must be an integer >= 1" % (k, gsp.get(k)))
-    try:
-        normalize_slo(params.get("slo"))
-    except ValueError as exc:
-        errs.append("slo: %s" % exc)
-    cp = params.get("client_processes", 1)
-    if cp is None or cp < 1 or cp > 64:
-        errs.append("client_processes=%r: must be within [1, 64] (1 = one asyncio process)" % (cp,))
-    if params.get("multi_turn"):
-        if params.get("workload") in workloads.NAMED_WORKLOADS and not params.get("prompts"):
-            errs.append("multi_turn=true replays the conversations of a prompt file, but workload=%s has none (random-ids "
-                        "and builtin are single prompts); set workload to a ShareGPT, messages or question file, or set "
-                        "multi_turn=false" % params.get("workload"))
-        if params.get("trace") or params.get("shared_prefix"):
-            errs.append("multi_turn=true and %s are two workloads; set one of them"
-                        % ("trace" if params.get("trace") else "shared_prefix"))
-    mt = params.get("multi_turn_max_turns", 0)
-    if mt is None or mt < 0:
-        errs.append("multi_turn_max_turns=%r: must be >= 0 (0 = every turn of each conversation)" % (mt,))
-    if params.get("output_details") and not params.get("output_file"):
-        errs.append("output_details=true writes the per-request lists into output_file, which is not set; set output_file")
-    return errs
+    """The levels this call runs: ``levels`` as the action plugin planned them (every run through Ansible), else the sweep
+    planned here from the same options (the module run directly, e.g. by the tests). Raises bench_plan.PlanError."""
+    if params.get("levels"):
+        levels = [dict(lv) for lv in params["levels"]]
+        bench_plan.check_levels(levels, option_name(params.get("variable_names"), "levels"))
+        return levels
+    return bench_plan.plan_sweep(params, trace_requests=len(trace_records) if trace_records is not None else None,
+                                 names=params.get("variable_names"))
 
 
 def level_prompts(params, lv, seed, text, trace_records=None):
@@ -869,66 +860,12 @@ def append_jsonl(path, records, details=None):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:30000"),
-            backend=dict(type="str", default="sglang", choices=["sglang", "openai", "openai-chat"]),
-            model=dict(type="str", default=""),
-            api_key=dict(type="str", no_log=True),
-            workload=dict(type="str", default="random-ids"),
-            workload_categories=dict(type="list", elements="str", default=[]),
-            workload_max_prompts=dict(type="int", default=2000),
-            prompts=dict(type="list", elements="dict"),
-            temperature=dict(type="float", default=0.0),
-            top_p=dict(type="float", default=1.0),
-            input_len=dict(type="int", default=1000),
-            output_len=dict(type="int", default=1000),
-            range_ratio=dict(type="float", default=1.0),
-            num_prompts=dict(type="int", default=100),
-            prompts_per_concurrency=dict(type="int", default=0),
-            max_concurrency=dict(type="list", elements="int", default=[1]),
-            request_rate=dict(type="list", elements="float", default=[]),
-            burstiness=dict(type="float", default=1.0),
-            trace=dict(type="str"),
-            trace_time_scale=dict(type="float", default=1.0),
-            trace_block_size=dict(type="int", default=512),
-            trace_max_requests=dict(type="int", default=0),
-            shared_prefix=dict(type="dict", options=dict(
-                num_groups=dict(type="int", required=True),
-                prompts_per_group=dict(type="int", required=True),
-                system_prompt_len=dict(type="int", required=True),
-                question_len=dict(type="int", required=True),
-            )),
-            slo=dict(type="dict", default={}, options=dict(
-                ttft_ms=dict(type="float"),
-                tpot_ms=dict(type="float"),
-                e2e_latency_ms=dict(type="float"),
-            )),
-            client_processes=dict(type="int", default=1),
-            multi_turn=dict(type="bool", default=False),
-            multi_turn_max_turns=dict(type="int", default=8),
-            warmup_requests=dict(type="int", default=1),
-            seed=dict(type="int", default=1),
-            timeout=dict(type="float", default=1800),
-            stall_timeout=dict(type="float", default=60),
-            abort_after_failures=dict(type="int", default=20),
-            server_info=dict(type="bool", default=True),
-            gates=dict(type="dict", default={}, options=gate_option_spec()),
-            tag=dict(type="str", default=""),
-            label=dict(type="str", default=""),
-            run_id=dict(type="str", default=""),
-            level_offset=dict(type="int", default=0),
-            output_file=dict(type="path"),
-            output_details=dict(type="bool", default=False),
-            validate_certs=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=options.argument_spec(), supports_check_mode=True)
     p = module.params
     t_start = time.time()
     result = dict(changed=False, records=[], summary=[], markdown="", levels=[], server_info={}, speculative={},
                   failed_requests=0, first_errors=[], gate_failures=[], duration_s=0.0)
-    errs = validate(p)
+    errs = options.validate(p)
     try:
         target = bench_client.Target(p["url"], backend=p["backend"], model=p["model"], api_key=p["api_key"],
                                      timeout_s=p["timeout"], stall_timeout_s=p["stall_timeout"],
@@ -942,11 +879,15 @@ def main():
         try:
             trace_records = traces.parse_mooncake(p["trace"], limit=max(p["trace_max_requests"], 0))
         except traces.TraceError as exc:
-            errs.append("trace: %s" % to_native(exc))
+            errs.append("%s: %s" % (option_name(p["variable_names"], "trace"), to_native(exc)))
+    try:
+        levels = plan_levels(p, trace_records)
+    except bench_plan.PlanError as exc:
+        errs.append(to_native(exc))
+        levels = []
+    result["levels"] = levels
     if errs:
         module.fail_json(msg="serving_benchmark: invalid options: " + "; ".join(errs), **result)
-    levels = plan_levels(p, trace_records)
-    result["levels"] = levels
     workload = None
     if p["workload"] != workloads.AUTO:
         # every prompt problem is refused here, before the server is even asked
@@ -960,8 +901,7 @@ def main():
 
     info = {}
     if p["server_info"]:
-        client = SGLangClient(p["url"], api_key=p["api_key"] or None, timeout=30, module=module,
-                              validate_certs=p["validate_certs"])
+        client = module_client(module, 30)
         try:
             _path, info = client.server_info()
         except SGLangHTTPError as exc:

@@ -135,7 +135,7 @@ attributes:
     platforms: posix
 notes:
   - Runs on the controller (C(delegate_to localhost)); standard library only, matplotlib only for the plot.
-  - The statistics (Welch t interval on the log of the ratio of means) are documented in C(plugins/module_utils/spec_decision.py).
+  - The statistics (Welch t interval on the log of the ratio of means) are documented in C(plugins/module_utils/_tune/decision.py).
 seealso:
   - module: llmops.sglang.serving_benchmark
   - module: llmops.sglang.speculative_check
@@ -223,8 +223,8 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.sglang.plugins.module_utils import spec_decision as sd
-from ansible_collections.llmops.sglang.plugins.module_utils.report_files import ReportWriteError, plot_dir, read_back, write_report_files
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as sd
+from ansible_collections.llmops.sglang.plugins.module_utils._report.files import ReportWriteError, plot_dir, read_back, write_report_files
 
 STATE_VERSION = 1
 

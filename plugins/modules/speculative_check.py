@@ -33,6 +33,7 @@ author:
   - llmops.sglang contributors (@llmops)
 extends_documentation_fragment:
   - llmops.sglang.sglang_http
+  - llmops.sglang.sglang_log
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -74,38 +75,6 @@ options:
       C(--enable-metrics)) is reported, not an error.
     type: bool
     default: true
-  log_source:
-    description:
-      - Where to read the server's log. C(journald) runs C(journalctl -u <unit> -o short-iso) for O(log_unit), which keeps SGLang's own line text
-        behind the journald prefix; C(docker)/C(podman) run C(<engine> logs --tail) on O(log_container) (stdout and stderr);
-        C(file) reads the end of O(log_path). C(none) reads no log.
-    type: str
-    choices: [none, journald, docker, podman, file]
-    default: none
-  log_unit:
-    description: systemd unit of the server, for O(log_source=journald).
-    type: str
-  log_container:
-    description: Container name or id, for O(log_source=docker) or O(log_source=podman).
-    type: str
-  log_path:
-    description: Log file, for O(log_source=file).
-    type: path
-  log_since:
-    description:
-      - Time window of the log read - a duration C(<N>s), C(<N>m), C(<N>h), C(<N>d) back from now, or an absolute local time
-        C(YYYY-MM-DD HH:MM:SS). Unset reads everything within O(log_max_bytes) and O(log_max_lines).
-      - Whatever the window, only the last server start in it (the last C(server_args=) line) is read, so an earlier configuration
-        cannot vouch for the running one. For O(log_source=file) the window is applied to SGLang's own line timestamps.
-    type: str
-  log_max_bytes:
-    description: At most this many bytes of log text are read (the newest ones).
-    type: int
-    default: 8388608
-  log_max_lines:
-    description: At most this many lines are asked of journald/docker/podman (C(-n)/C(--tail)).
-    type: int
-    default: 100000
   expect_speculative:
     description: Whether the server is meant to run speculative decoding. With C(false), C(configured) passes when speculation is
       off and C(loaded)/C(accepting) are skipped (the MTP-off arm of an A/B run).
@@ -315,73 +284,43 @@ ansible_facts:
           type: dict
 """
 
-import datetime
-import os
-import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import (
-    SGLangClient,
+from ansible_collections.llmops.sglang.plugins.module_utils._server.client import (
     SGLangHTTPError,
     SGLangNotReady,
     avg_spec_accept_length,
+    http_argument_spec,
     last_gen_throughput,
+    module_client,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_logs import (
+from ansible_collections.llmops.sglang.plugins.module_utils._server.log_source import check_log_options, log_argument_spec, read_log
+from ansible_collections.llmops.sglang.plugins.module_utils._server.logs import (
     NEVER_ACCEPTED_CAUSES,
     NEVER_ACCEPTED_TOLERANCE,
     is_never_accepted,
     parse_log,
     recompute_accept_rate,
-    split_prefix,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_metrics import sglang_summary
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_trends import accept_length_trend, falling_warning
+from ansible_collections.llmops.sglang.plugins.module_utils._server.metrics import sglang_summary
+from ansible_collections.llmops.sglang.plugins.module_utils._server.trends import accept_length_trend, falling_warning
 
 VERDICTS = ("ready", "configured", "loaded", "accepting", "as_intended")
-_DURATION_RE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
-_ABSOLUTE_RE = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: Expected keys compared case-insensitively (SGLang upper-cases algorithms; backends are lower-case names).
 _CASELESS_KEYS = ("speculative_algorithm", "attention_backend")
 
 
-def parse_since(value):
-    """``log_since`` -> ``("relative", seconds)`` / ``("absolute", "YYYY-MM-DD HH:MM:SS")`` / None; ValueError when unreadable."""
-    if value is None or str(value).strip() == "":
-        return None
-    m = _DURATION_RE.match(str(value))
-    if m:
-        return ("relative", int(m.group(1)) * _UNIT_SECONDS[m.group(2)])
-    m = _ABSOLUTE_RE.match(str(value))
-    if m:
-        clock = m.group(2) if m.group(2).count(":") == 2 else m.group(2) + ":00"
-        return ("absolute", "%s %s" % (m.group(1), clock))
-    raise ValueError("log_since=%r is not a duration like 30m, 2h, 900s, 1d or a local time like '2026-11-20 09:14:00'; "
-                     "set it to one of those forms or leave it unset" % (value,))
-
-
 def validate_params(params):
     """Return a list of error strings for bad option values (each naming the option, the value, why and the fix)."""
-    errors = []
-    src = params["log_source"]
-    needs = {"journald": "log_unit", "docker": "log_container", "podman": "log_container", "file": "log_path"}
-    if src in needs and not params.get(needs[src]):
-        errors.append("log_source=%s needs %s (the %s to read); set it or use log_source=none"
-                      % (src, needs[src], {"log_unit": "systemd unit", "log_container": "container", "log_path": "log file"}[needs[src]]))
-    try:
-        parse_since(params.get("log_since"))
-    except ValueError as exc:
-        errors.append(str(exc))
+    errors = check_log_options(params)
     for name in ("timeout", "ready_interval"):
         if params[name] <= 0:
             errors.append("%s=%r must be a positive number of seconds" % (name, params[name]))
     if params["ready_timeout"] < 0:
         errors.append("ready_timeout=%r must be 0 (poll once) or a positive number of seconds" % (params["ready_timeout"],))
-    for name in ("log_max_bytes", "log_max_lines", "probe_max_new_tokens"):
+    for name in ("probe_max_new_tokens",):
         if params[name] < 1:
             errors.append("%s=%r must be at least 1" % (name, params[name]))
     if not 0 < params["accept_length_drop_warn"] < 1:
@@ -453,98 +392,6 @@ def verdict(status, reason, **evidence):
     return {"status": status, "reason": reason, "evidence": evidence}
 
 
-class LogReader(object):
-    """Reads the server log from journald, docker, podman or a file through the module (bounded by time and size)."""
-
-    def __init__(self, module):
-        self.module = module
-        self.p = module.params
-
-    def read(self):
-        """``(text, info)``; info: ``{status, source, command|path, bytes, truncated, lines, msg}``."""
-        src = self.p["log_source"]
-        since = parse_since(self.p.get("log_since"))
-        if src == "file":
-            return self._read_file(since)
-        return self._read_command(src, since)
-
-    def _limit(self, data, info):
-        max_bytes = self.p["log_max_bytes"]
-        if len(data) > max_bytes:
-            data = data[-max_bytes:]
-            cut = data.find(b"\n")
-            data = data[cut + 1:] if cut >= 0 else data
-            info["truncated"] = True
-        text = to_text(data, errors="surrogate_or_replace")
-        info["bytes"] = len(data)
-        info["lines"] = text.count("\n")
-        return text
-
-    def _read_file(self, since):
-        path = self.p["log_path"]
-        info = {"source": "file", "path": path, "truncated": False}
-        try:
-            size = os.path.getsize(path)
-            with open(path, "rb") as handle:
-                handle.seek(max(0, size - self.p["log_max_bytes"] - 1))
-                data = handle.read()
-        except (IOError, OSError) as exc:
-            info.update(status="error", msg="cannot read log_path=%s: %s" % (path, exc))
-            return "", info
-        if size > self.p["log_max_bytes"]:
-            info["truncated"] = True
-        text = self._limit(data, info)
-        if since is not None:
-            text = self._filter_since(text, since)
-            info["lines_in_window"] = text.count("\n")
-        info["status"] = "ok"
-        return text, info
-
-    @staticmethod
-    def _filter_since(text, since):
-        if since[0] == "relative":
-            threshold = (datetime.datetime.now() - datetime.timedelta(seconds=since[1])).strftime("%Y-%m-%d %H:%M:%S")
-        else:
-            threshold = since[1]
-        kept, keep = [], False
-        for line in text.splitlines(True):
-            stamp = split_prefix(line)["time"]
-            if stamp is not None:
-                keep = stamp >= threshold
-            if keep:
-                kept.append(line)
-        return "".join(kept)
-
-    def _read_command(self, src, since):
-        info = {"source": src, "truncated": False}
-        if src == "journald":
-            binary = self.module.get_bin_path("journalctl")
-            cmd = [binary, "--no-pager", "-o", "short-iso", "-u", self.p["log_unit"], "-n", str(self.p["log_max_lines"])]
-            if since is not None:
-                cmd += ["--since", "-%ds" % since[1] if since[0] == "relative" else since[1]]
-        else:
-            binary = self.module.get_bin_path(src)
-            cmd = [binary, "logs", "--tail", str(self.p["log_max_lines"])]
-            if since is not None:
-                cmd += ["--since", "%ds" % since[1] if since[0] == "relative" else since[1].replace(" ", "T")]
-            cmd.append(self.p["log_container"])
-        if not binary:
-            info.update(status="error", msg="%s is not installed on this host (log_source=%s); install it or choose another log_source"
-                        % ("journalctl" if src == "journald" else src, src))
-            return "", info
-        info["command"] = cmd
-        rc, out, err = self.module.run_command(cmd, check_rc=False, environ_update={"LC_ALL": "C", "LANGUAGE": "C"})
-        info["rc"] = rc
-        if rc != 0:
-            info.update(status="error", msg="%s exited %d: %s" % (" ".join(cmd), rc, (err or out).strip()[-500:]))
-            return "", info
-        # docker/podman logs write the container's stdout to stdout and its stderr (where SGLang logs) to stderr
-        data = (out or "") + ("\n" if out and not out.endswith("\n") else "") + (err or "") if src != "journald" else (out or "")
-        text = self._limit(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data, info)
-        info["status"] = "ok"
-        return text, info
-
-
 class Checker(object):
     """Collects the evidence and computes the verdicts (no side effects beyond HTTP reads, the probe and log reads)."""
 
@@ -558,8 +405,7 @@ class Checker(object):
         self.metrics = None
         self.log = None
         self.log_tail = []
-        self.client = SGLangClient(self.p["url"], api_key=self.p["api_key"], timeout=self.p["timeout"], module=module,
-                                   validate_certs=self.p["validate_certs"])
+        self.client = module_client(module, self.p["timeout"])
 
     # ---- evidence -------------------------------------------------------------------------
     def collect(self):
@@ -626,7 +472,7 @@ class Checker(object):
         self.sources["metrics"] = dict(status="ok", **dict((k, v) for k, v in self.metrics.items() if v is not None))
 
     def _logs(self):
-        text, info = LogReader(self.module).read()
+        text, info = read_log(self.module, self.p)
         if info.get("status") == "ok":
             self.log = parse_log(text)
             self.log_tail = [line for line in text.splitlines() if line.strip()][-20:]
@@ -849,36 +695,29 @@ class Checker(object):
 
 
 def main():
+    argument_spec = http_argument_spec()
+    argument_spec.update(log_argument_spec())
+    argument_spec.update(
+        timeout=dict(type="float", default=60),
+        ready_timeout=dict(type="float", default=600),
+        ready_interval=dict(type="float", default=5),
+        probe=dict(type="bool", default=True),
+        probe_prompt=dict(type="str", default="Count from 1 to 500, separated by commas:"),
+        probe_max_new_tokens=dict(type="int", default=256, no_log=False),
+        metrics=dict(type="bool", default=True),
+        expect_speculative=dict(type="bool", default=True),
+        expected=dict(type="dict", default={}),
+        min_accept_length=dict(type="float", default=1.2),
+        accept_length_drop_warn=dict(type="float", default=0.2),
+        fail_on=dict(type="list", elements="str", choices=list(VERDICTS), default=list(VERDICTS)),
+    )
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:30000"),
-            api_key=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            timeout=dict(type="float", default=60),
-            ready_timeout=dict(type="float", default=600),
-            ready_interval=dict(type="float", default=5),
-            probe=dict(type="bool", default=True),
-            probe_prompt=dict(type="str", default="Count from 1 to 500, separated by commas:"),
-            probe_max_new_tokens=dict(type="int", default=256, no_log=False),
-            metrics=dict(type="bool", default=True),
-            log_source=dict(type="str", default="none", choices=["none", "journald", "docker", "podman", "file"]),
-            log_unit=dict(type="str"),
-            log_container=dict(type="str"),
-            log_path=dict(type="path"),
-            log_since=dict(type="str"),
-            log_max_bytes=dict(type="int", default=8388608),
-            log_max_lines=dict(type="int", default=100000),
-            expect_speculative=dict(type="bool", default=True),
-            expected=dict(type="dict", default={}),
-            min_accept_length=dict(type="float", default=1.2),
-            accept_length_drop_warn=dict(type="float", default=0.2),
-            fail_on=dict(type="list", elements="str", choices=list(VERDICTS), default=list(VERDICTS)),
-        ),
+        argument_spec=argument_spec,
         supports_check_mode=True,
     )
     errors = validate_params(module.params)
     try:
-        SGLangClient(module.params["url"])
+        module_client(module, module.params["timeout"])
     except ValueError as exc:
         errors.append(str(exc))
     if errors:

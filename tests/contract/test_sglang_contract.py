@@ -3,7 +3,7 @@
 For every version in scripts/sglang_contract.py VERSIONS (the wheel is fetched with ``pip download --no-deps``
 and cached in .cache/sglang-wheels; a failed download FAILS these tests, it never skips them):
 
-* the generated table plugins/module_utils/sglang_flags.py equals a fresh extraction (regenerate with
+* the generated table plugins/plugin_utils/_sglang/generated_flags.py equals a fresh extraction (regenerate with
   ``python3 scripts/sglang_contract.py generate``);
 * the reference matrix (reference deployment, EAGLE3 with a draft model, no speculation, multi-node, every
   attention backend and KV cache dtype the renderer allows, CUDA graphs off, mamba strategies) is rendered and
@@ -11,7 +11,7 @@ and cached in .cache/sglang-wheels; a failed download FAILS these tests, it neve
   ``add_argument`` calls / ``A[T, Arg(...)]`` fields (unknown flag or invalid choice = failure; deprecated
   flags counted, goal 0);
 * the ``Load weight end.`` lines rendered from that version's real format strings are parsed by
-  plugins/module_utils/sglang_logs.py with every field right, and the simulator prints the same format;
+  plugins/module_utils/_server/logs.py with every field right, and the simulator prints the same format;
 * the simulator, started with the rendered argv, answers with that version's ``meta_info`` spec keys and
   ``sglang:spec_*`` metric names.
 
@@ -28,8 +28,8 @@ import time
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_args as sa
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_logs as logs
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import launch as sa
+from ansible_collections.llmops.sglang.plugins.module_utils._server import logs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -145,7 +145,7 @@ def matrix(profile):
 
 
 def contract_choices(profile, flag):
-    from ansible_collections.llmops.sglang.plugins.module_utils import sglang_cli
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import cli_contract as sglang_cli
     return sglang_cli.choices_of(flag, profile) or ()
 
 
@@ -153,7 +153,7 @@ def contract_choices(profile, flag):
 def test_generated_table_matches_the_wheels(real):
     with open(contract.TABLE_PATH) as handle:
         current = handle.read()
-    assert current == contract.render_table(real), "plugins/module_utils/sglang_flags.py is stale: run python3 scripts/sglang_contract.py generate"
+    assert current == contract.render_table(real), "plugins/plugin_utils/_sglang/generated_flags.py is stale: run python3 scripts/sglang_contract.py generate"
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -13,7 +13,7 @@ deployment. Then:
   registry), are rolled back: the previous files are restored and the old server serves again;
 - recovering from a crash loop takes seconds, not ``podman stop``'s 110 s (``--init`` forwards SIGTERM).
 
-The full tables of bad values (about 80 rows) are unit tests (tests/unit/plugins/module_utils/test_sglang_dest.py,
+The full tables of bad values (about 80 rows) are unit tests (tests/unit/plugins/plugin_utils/_sglang/test_quoting.py,
 test_var_checks.py); this file shows on a real host that a refusal comes before any change.
 """
 from __future__ import annotations

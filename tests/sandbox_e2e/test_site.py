@@ -70,6 +70,11 @@ def test_site_ends_with_the_benchmark_table_printed_and_saved(first_run):
     printed = " ".join(first_run.output.split())
     assert f"| 1 | 1 | - | {single['completed']} | 0 | {single['output_throughput']:.1f} |" in printed
     assert f"report: {report}" in printed
+    # each level's line, shown under the sweep task as the level ends, carries the JSONL's numbers too
+    assert f"[{HOST}] Benchmark level 1/2: concurrency 1, {single['num_prompts']} requests" in first_run.output
+    assert (f"[{HOST}] Result concurrency 1: {single['completed']} ok / 0 failed; output {single['output_throughput']:.1f} tok/s, "
+            f"{single['decode_tok_s_per_request']:.1f} tok/s per request") in printed
+    assert "1 level(s) left, ETA ~" in printed and "0 level(s) left, ETA ~0 s" in printed
     summary = json.loads((report / "summary.json").read_text())
     assert summary, "summary.json is empty"
 
@@ -103,7 +108,7 @@ def test_second_run_changes_nothing_and_skips_the_benchmark(first_run):
     assert run.changed_hosts() == {}, run.output[-6000:]
     printed = " ".join(run.output.split())
     assert f"benchmark skipped on {HOST}: nothing changed since run {report.name} (" in printed, run.output[-4000:]
-    assert "TASK [llmops.sglang.sglang_benchmark : Benchmark level" not in run.output
+    assert "Benchmark level 1/" not in run.output                # no level ran (a line under the sweep task)
     assert _latest_report(HOST) == report                      # nothing new measured
     # the last table is shown again, with the same numbers as the first run's report
     single = next(json.loads(ln) for ln in (report / "results.jsonl").read_text().splitlines() if '"max_concurrency": 1,' in ln)

@@ -1,6 +1,6 @@
 """Start and stop the SGLang simulator (a test double) as a subprocess on loopback.
 
-Used by ``tests/integration/conftest.py`` (the ``sglang_sim`` pytest fixture) and by the
+Used by ``tests/simulator/conftest.py`` (the ``sglang_sim`` pytest fixture) and by the
 ``benchmarks/sim_*.py`` scripts, so there is one place that knows how to launch the stand-in.
 
 The simulator is launched exactly like SGLang:

@@ -107,10 +107,11 @@ def run_tasks(tmp_path, host_facts, tasks, play_vars=None, check=False, extra_en
         "tasks": [{"name": "Inject the recorded facts", "recorded_facts": {"facts": host_facts}}] + tasks + [
             {"name": "Write the results", "ansible.builtin.copy": {
                 "dest": str(out_file), "mode": "0644",
-                "content": "{{ {'nvidia_driver_plan': nvidia_driver_plan | default(None), 'iommu_plan': iommu_plan | default(None), "
-                           "'iommu_method': iommu_method | default(None), 'nccl_p2p_decision': nccl_p2p_decision | default(None), "
+                "content": "{{ {'nvidia_driver__plan': nvidia_driver__plan | default(None), 'iommu__plan': iommu__plan | default(None), "
+                           "'iommu__method': iommu__method | default(None), 'nccl_p2p_decision': nccl_p2p_decision | default(None), "
                            "'nccl_disable_custom_all_reduce': nccl_disable_custom_all_reduce | default(None), "
-                           "'preflight_problems': preflight_problems | default(None), 'preflight_notes': preflight_notes | default(None), "
+                           "'preflight_problems': preflight__check.report.problems | default(None), "
+                           "'preflight_notes': preflight__check.report.notes | default(None), "
                            "'rendered': rendered | default(None)} | to_json }}"}, "check_mode": False},
         ],
     }]
@@ -155,7 +156,7 @@ NV = "https://developer.download.nvidia.com/compute/cuda/repos"
 def test_driver_plan_per_distribution(tmp_path, os_name, repo_dir, key_file, headers, driver_pkgs, pinning, manager):
     rc, text, res = run_tasks(tmp_path, facts(os_name, REF_GPU), [role_task("nvidia_driver", "plan.yml")])
     assert rc == 0, text
-    plan = res["nvidia_driver_plan"]
+    plan = res["nvidia_driver__plan"]
     assert plan["package_manager"] == manager
     assert plan["repo_url"] == "%s/%s" % (NV, repo_dir)
     assert plan["key_url"] == "%s/%s/%s" % (NV, repo_dir, key_file)
@@ -180,7 +181,7 @@ def test_driver_plan_proprietary_branch_and_toolkit_on_ubuntu_hopper(tmp_path):
     rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU), [role_task("nvidia_driver", "plan.yml")],
                               {"nvidia_driver_flavour": "proprietary", "nvidia_driver_cuda_toolkit": True})
     assert rc == 0, text
-    plan = res["nvidia_driver_plan"]
+    plan = res["nvidia_driver__plan"]
     assert plan["driver_packages"] == ["cuda-drivers"]
     assert plan["cuda_toolkit_packages"] == ["cuda-toolkit-13-0"]
     assert plan["flavour"] == "proprietary"
@@ -189,13 +190,13 @@ def test_driver_plan_proprietary_branch_and_toolkit_on_ubuntu_hopper(tmp_path):
 def test_driver_plan_rhel_proprietary_stream(tmp_path):
     rc, text, res = run_tasks(tmp_path, facts("rhel9", H200_GPU), [role_task("nvidia_driver", "plan.yml")], {"nvidia_driver_flavour": "proprietary"})
     assert rc == 0, text
-    assert res["nvidia_driver_plan"]["driver_packages"] == ["@nvidia-driver:580-dkms"]
+    assert res["nvidia_driver__plan"]["driver_packages"] == ["@nvidia-driver:580-dkms"]
 
 
 def test_driver_plan_fabric_manager_on_nvswitch_and_driver_missing(tmp_path):
     rc, text, res = run_tasks(tmp_path, facts("ubuntu2204_arm", BARE_HGX_GPU), [role_task("nvidia_driver", "plan.yml")])
     assert rc == 0, text
-    plan = res["nvidia_driver_plan"]
+    plan = res["nvidia_driver__plan"]
     assert plan["fabricmanager"] is True
     assert plan["fabricmanager_packages"] == ["nvidia-fabricmanager-580"]
     # no driver answers yet: nothing to "upgrade" (a fresh install), the floor is reported
@@ -207,8 +208,8 @@ def test_driver_plan_upgrades_a_driver_below_the_cuda13_floor(tmp_path):
     old = dict(H200_GPU, driver_version="570.133.20")
     rc, text, res = run_tasks(tmp_path, facts("debian12", old), [role_task("nvidia_driver", "plan.yml")])
     assert rc == 0, text
-    assert res["nvidia_driver_plan"]["upgrade"] is True
-    assert "570.133.20 < 580.65.06" in res["nvidia_driver_plan"]["upgrade_reason"]
+    assert res["nvidia_driver__plan"]["upgrade"] is True
+    assert "570.133.20 < 580.65.06" in res["nvidia_driver__plan"]["upgrade_reason"]
 
 
 def test_driver_refuses_proprietary_on_blackwell(tmp_path):
@@ -258,18 +259,18 @@ def test_driver_validate_refuses_reboot_of_the_control_node(tmp_path):
 
 def _iommu(tmp_path, os_name, gpu, play_vars, extra_tasks=()):
     render = {"name": "Render", "ansible.builtin.set_fact": {"rendered": {
-        "dropin": "{{ iommu_plan | llmops.sglang.grub_dropin }}",
-        "grubby": "{{ iommu_plan | llmops.sglang.grubby_commands }}"}}}
+        "dropin": "{{ iommu__plan | llmops.sglang.grub_dropin }}",
+        "grubby": "{{ iommu__plan | llmops.sglang.grubby_commands }}"}}}
     return run_tasks(tmp_path, facts(os_name, gpu), [role_task("iommu", "plan.yml")] + list(extra_tasks) + [render], play_vars)
 
 
 def test_iommu_translated_on_intel_ubuntu_writes_intel_iommu_on(tmp_path):
     rc, text, res = _iommu(tmp_path, "ubuntu2404", H200_GPU, {"iommu_mode": "translated"})
     assert rc == 0, text
-    assert res["iommu_method"]["method"] == "grub_dropin"
-    assert res["iommu_method"]["path"] == "/etc/default/grub.d/99-llmops-iommu.cfg"
-    assert res["iommu_plan"]["add"] == ["intel_iommu=on"]
-    assert "iommu=pt" in res["iommu_plan"]["remove"]
+    assert res["iommu__method"]["method"] == "grub_dropin"
+    assert res["iommu__method"]["path"] == "/etc/default/grub.d/99-llmops-iommu.cfg"
+    assert res["iommu__plan"]["add"] == ["intel_iommu=on"]
+    assert "iommu=pt" in res["iommu__plan"]["remove"]
     assert 'GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT:+${GRUB_CMDLINE_LINUX_DEFAULT} }intel_iommu=on"' in res["rendered"]["dropin"]
 
 
@@ -292,15 +293,15 @@ def test_iommu_passthrough_on_amd_never_writes_amd_iommu_on(tmp_path):
     amd_host = dict(REF_GPU, sev_snp={"active": False}, architectures=["Hopper"], gpus=H200_GPU["gpus"])
     rc, text, res = _iommu(tmp_path, "debian13", amd_host, {"iommu_mode": "passthrough"})
     assert rc == 0, text
-    assert res["iommu_plan"]["add"] == ["iommu=pt"]
-    assert "amd_iommu=on" in res["iommu_plan"]["remove"]
+    assert res["iommu__plan"]["add"] == ["iommu=pt"]
+    assert "amd_iommu=on" in res["iommu__plan"]["remove"]
     assert "amd_iommu=on" not in res["rendered"]["dropin"].split("GRUB_CMDLINE_LINUX_DEFAULT=\"${")[-1]
 
 
 def test_iommu_rhel_uses_grubby(tmp_path):
     rc, text, res = _iommu(tmp_path, "rhel9", H200_GPU, {"iommu_mode": "passthrough"})
     assert rc == 0, text
-    assert res["iommu_method"]["method"] == "grubby"
+    assert res["iommu__method"]["method"] == "grubby"
     # remove candidates iommu.passthrough=0 iommu=nopt iommu=off amd_iommu=off intel_iommu=off, minus the keys that
     # --args replaces (iommu=..., intel_iommu=...): grubby sets a key's new value in place of the old one
     assert res["rendered"]["grubby"] == [
@@ -325,9 +326,9 @@ def test_iommu_refuses_runtime_identity_on_blackwell(tmp_path):
 def test_iommu_auto_on_snp_keeps_translated(tmp_path):
     rc, text, res = _iommu(tmp_path, "debian12", REF_GPU, {"iommu_mode": "auto"})
     assert rc == 0, text
-    assert res["iommu_plan"]["effective_mode"] == "translated"
-    assert res["iommu_plan"]["add"] == []
-    assert {"iommu=pt", "iommu.passthrough=1", "amd_iommu=on"} <= set(res["iommu_plan"]["remove"])
+    assert res["iommu__plan"]["effective_mode"] == "translated"
+    assert res["iommu__plan"]["add"] == []
+    assert {"iommu=pt", "iommu.passthrough=1", "amd_iommu=on"} <= set(res["iommu__plan"]["remove"])
 
 
 def test_iommu_refuses_reboot_of_the_control_node(tmp_path):
@@ -339,8 +340,8 @@ def test_iommu_refuses_reboot_of_the_control_node(tmp_path):
 def test_iommu_unmanaged_changes_nothing_even_on_unsupported_os(tmp_path):
     rc, text, res = _iommu(tmp_path, "ubuntu2004", H200_GPU, {"iommu_mode": "unmanaged"})
     assert rc == 0, text
-    assert res["iommu_plan"]["add"] == [] and res["iommu_plan"]["remove"] == []
-    assert res["iommu_method"] == {"method": "unmanaged"}
+    assert res["iommu__plan"]["add"] == [] and res["iommu__plan"]["remove"] == []
+    assert res["iommu__method"] == {"method": "unmanaged"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,7 +418,9 @@ def test_nccl_check_mode_writes_nothing(tmp_path):
 
 
 def _preflight(tmp_path, os_name, gpu, play_vars, var_lib_free_gib=100):
-    return run_tasks(tmp_path, facts(os_name, gpu, var_lib_free_gib), [role_task("preflight", "checks.yml")], play_vars)
+    # preflight_fail false: the task reports the problems instead of failing, so the test reads them all
+    return run_tasks(tmp_path, facts(os_name, gpu, var_lib_free_gib), [role_task("preflight", "checks.yml")],
+                     dict({"preflight_fail": False}, **play_vars))
 
 
 REFERENCE_DEPLOYMENT = {"sglang_server_tp_size": 4, "sglang_server_image": "lmsysorg/sglang:v0.5.9-cu130-runtime",
@@ -630,10 +633,19 @@ def _model_dir(tmp_path, total_size=None, files=(), config=None, index_text=None
 
 
 def _preflight_with_model(tmp_path, gpu, model, **extra):
-    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_model_path=str(model), preflight_disk_check=False, **extra)
+    """gpu_facts reads the model directory (on this machine, GPU sources pointed at empty trees), the recorded facts of
+    ``gpu`` are injected again over what it found, then the checks run."""
+    (tmp_path / "empty").mkdir(exist_ok=True)
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_model_path=str(model), preflight_disk_check=False, preflight_fail=False,
+                     llmops_gpu_facts_options={"nvidia_smi": str(tmp_path / "no-nvidia-smi"), "sysfs_root": str(tmp_path / "empty"),
+                                               "procfs_root": str(tmp_path / "empty"), "etc_root": str(tmp_path / "empty"),
+                                               "kernel_log": "none"})
+    play_vars.update(extra)
     play_vars.pop("preflight_model_params_billion")
-    return run_tasks(tmp_path, facts("ubuntu2404", gpu), [role_task("preflight", "model_meta.yml"), role_task("preflight", "checks.yml")],
-                     play_vars)
+    read = {"name": "Read the GPU facts and the model directory as the role does", "llmops.sglang.gpu_facts": {"model_dir": str(model)},
+            "module_defaults": {"group/llmops.sglang.gpu": "{{ llmops_gpu_facts_options }}"}, "register": "preflight_gpu_facts_read"}
+    again = {"name": "Inject the recorded facts again", "recorded_facts": {"facts": facts("ubuntu2404", gpu)}}
+    return run_tasks(tmp_path, facts("ubuntu2404", gpu), [read, again, role_task("preflight", "checks.yml")], play_vars)
 
 
 def test_preflight_memory_check_from_the_model_directory(tmp_path):
@@ -668,10 +680,13 @@ def test_preflight_without_readable_metadata_notes_the_skip(tmp_path):
 
 
 def test_preflight_refuses_a_broken_index(tmp_path):
+    """A broken index is a problem naming it, listed with the others (it used to stop preflight on its own)."""
     model = _model_dir(tmp_path, index_text='{"metadata": {"total_size": "lots"}}')
-    rc, text, res = _preflight_with_model(tmp_path, REF_GPU, model)
+    rc, text, res = _preflight_with_model(tmp_path, REF_GPU, model, preflight_fail=True)
     assert rc != 0
-    assert "model.safetensors.index.json metadata.total_size='lots' is not a positive number of bytes" in " ".join(text.split())
+    assert ("preflight_model_path=%s: model directory metadata: model.safetensors.index.json metadata.total_size='lots' is not a "
+            "positive number of bytes. Fix: repair or re-download the model" % model) in " ".join(text.split())
+    assert "Preflight refused target (1 problem(s)):" in " ".join(text.split())
 
 
 @pytest.mark.parametrize("loaded", ["N", "Y"])
@@ -685,8 +700,8 @@ def test_driver_reboot_pending_when_nvidia_uvm_runs_with_the_other_hmm_setting(t
     (tmp_path / "dmesg.txt").write_text("")
     pending = tmp_path / "pending"
     play_vars = {"nvidia_driver_uvm_disable_hmm": True, "nvidia_driver_reboot_allowed": False, "nvidia_driver_blacklist_nouveau": False,
-                 "nvidia_driver_gpu_facts_sysfs_root": str(sysfs), "nvidia_driver_gpu_facts_procfs_root": str(tmp_path / "proc"),
-                 "nvidia_driver_gpu_facts_dmesg_file": str(tmp_path / "dmesg.txt"), "preflight_gpu_facts_nvidia_smi": str(tmp_path / "no-nvidia-smi"),
+                 "llmops_gpu_facts_options": {"sysfs_root": str(sysfs), "procfs_root": str(tmp_path / "proc"), "kernel_log": "file",
+                                              "kernel_log_file": str(tmp_path / "dmesg.txt"), "nvidia_smi": str(tmp_path / "no-nvidia-smi")},
                  "nvidia_driver_reboot_pending_dir": str(pending)}
     rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "reboot.yml")], play_vars)
     assert rc == 0, text[-3000:]
@@ -701,7 +716,7 @@ def test_driver_reboot_pending_when_nvidia_uvm_runs_with_the_other_hmm_setting(t
 def test_reboot_policy_recognises_the_controller_by_its_real_addresses(tmp_path):
     """End to end on this machine: the network facts Ansible gathers here and the /proc/net addresses the filter reads here
     are the same machine's, so a reboot "over ssh" to it is refused by address (the connection name alone would allow it)."""
-    from ansible_collections.llmops.sglang.plugins.module_utils import control_node as cn
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._host import control_node as cn
     if not [a for a in cn.controller_addresses() if cn.is_identifying(a)]:
         pytest.skip("this machine has only loopback/link-local addresses: nothing identifies it by address")
     tasks = [{"name": "Gather the network and platform facts", "ansible.builtin.setup": {"gather_subset": ["!all", "!min", "network", "platform"]}},
@@ -732,7 +747,7 @@ def test_sglang_server_validate_enforces_the_main_argument_spec(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# preflight: every role variable checked before anything else (tasks/variables.yml, var_checks.py)
+# preflight: every role variable checked before anything else (llmops.sglang.preflight_check, _vars/checks.py)
 
 def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
     play_vars = dict(REFERENCE_DEPLOYMENT, sglang_server_ready_timeout=-1, nvidia_driver_branch="570",
@@ -740,7 +755,7 @@ def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
                      sglang_benchmark_request_rates=[-2], sglang_benchmark_min_output_throughput="fast",
                      sglang_benchmark_num_prompts=-3, sglang_benchmark_backend="vllm", sglang_server_port="abc",
                      sglang_server_api_key="sk-FAKE-preflight")
-    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)[:2]
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "checks.yml")], play_vars)[:2]
     assert rc != 0
     flat = " ".join(text.split())
     assert "Preflight refused the variables of target (9 problem(s)):" in flat, text[-3000:]
@@ -754,8 +769,11 @@ def test_preflight_variables_refuses_every_bad_variable_at_once(tmp_path):
 
 
 def test_preflight_variables_reference_deployment_passes(tmp_path):
-    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], REFERENCE_DEPLOYMENT)[:2]
+    # the variables pass, and so does the host (disk not checked: this machine's mounts are not the recorded ones)
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "checks.yml")],
+                         dict(REFERENCE_DEPLOYMENT, preflight_disk_check=False))[:2]
     assert rc == 0, text[-3000:]
+    assert "Preflight passed on target." in text
 
 
 def test_preflight_variables_refuses_misspelled_names_with_the_closest_valid_one(tmp_path):
@@ -765,7 +783,7 @@ def test_preflight_variables_refuses_misspelled_names_with_the_closest_valid_one
                      sglang_server_api_kye="sk-FAKE-misspelled", sglang_server_rollout_serial=[1, "50%"],
                      sglang_benchmark_ab_min_gain=0.05, nccl_p2p_decision={"p2p": "disabled"}, sglang_target_concurrency=32,
                      sglang_server__internal=1, nccl_site_note="mine", preflight_known_variables=["nccl_site_note"])
-    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "variables.yml")], play_vars)[:2]
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "checks.yml")], play_vars)[:2]
     assert rc != 0
     flat = " ".join(text.split())
     assert "Preflight refused the variables of target (3 problem(s)):" in flat, text[-3000:]
@@ -775,3 +793,15 @@ def test_preflight_variables_refuses_misspelled_names_with_the_closest_valid_one
     assert "Fix: did you mean sglang_server_speculative_num_steps?" in flat
     assert "sglang_server_api_kye: not a variable" in flat and "did you mean sglang_server_api_key?" in flat
     assert "sk-FAKE-misspelled" not in text
+
+
+def test_preflight_variables_ignore_facts_an_older_role_version_cached(tmp_path):
+    """A fact cache can hold cacheable facts an older version of a role set with one underscore (iommu_plan): they are facts,
+    not inventory input, so they are no misspelling; the same name set as a variable is refused."""
+    cached = {"name": "A fact an older iommu role cached", "ansible.builtin.set_fact": {"iommu_plan": {"add": []}, "cacheable": True}}
+    play_vars = dict(REFERENCE_DEPLOYMENT, preflight_disk_check=False)
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [cached, role_task("preflight", "checks.yml")], play_vars)[:2]
+    assert rc == 0, text[-3000:]
+    rc, text = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("preflight", "checks.yml")],
+                         dict(play_vars, iommu_plan={"add": []}))[:2]
+    assert rc != 0 and "iommu_plan: not a variable of this collection" in " ".join(text.split())

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_report as br
+from ansible_collections.llmops.sglang.plugins.module_utils._report import benchmark as br
 from ansible_collections.llmops.sglang.plugins.modules import benchmark_report
 from ansible_collections.llmops.sglang.plugins.modules.serving_benchmark import SYNTHETIC_WARNING
 

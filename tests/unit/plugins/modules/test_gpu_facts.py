@@ -455,3 +455,41 @@ def test_journal_without_access_is_no_log(mocker, capsys, tmp_path):
     assert facts["kernel_log"]["source"] == "none"
     assert facts["kernel_log"]["error"].startswith("dmesg rc=1: dmesg: read kernel buffer failed: Operation not permitted; journalctl rc=0")
     assert any(w.startswith("kernel log not read (dmesg rc=1") for w in facts["warnings"])
+
+
+def test_default_p2p_modes_are_read_and_write(mocker, capsys, tmp_path):
+    """No p2p_modes given: topo -p2p r and w are both asked (the nccl role's decision reads both)."""
+    sysfs = make_sysfs(str(tmp_path), ["0000:18:00.0", "0000:2a:00.0"], "DMA")
+    procfs = make_procfs(str(tmp_path), cmdline="ro\n")
+    query = ("0, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 580.65.06, 9.0, 81559, GPU-a\n"
+             "1, NVIDIA H100 80GB HBM3, 00000000:2A:00.0, 580.65.06, 9.0, 81559, GPU-b\n")
+    matrix = "\tGPU0\tGPU1\n GPU0\tX\tOK\n GPU1\tOK\tX\n"
+    smi = Smi({tuple(QUERY): (0, query, ""), ("topo", "-p2p", "r"): (0, matrix, ""), ("topo", "-p2p", "w"): (0, matrix, "")})
+    facts = run(mocker, capsys, smi, {"sysfs_root": sysfs, "procfs_root": procfs, "kernel_log": "none", "topology": False,
+                                      "query_details": False})["ansible_facts"]["llmops_gpu"]
+    assert [c[1:] for c in smi.calls if c[1:3] == ["topo", "-p2p"]] == [["topo", "-p2p", "r"], ["topo", "-p2p", "w"]]
+    assert facts["p2p"]["modes"] == ["r", "w"] and facts["p2p"]["ok_pairs"] == [[0, 1]]
+
+
+def test_nouveau_loaded_and_model_dir_read(mocker, capsys, tmp_path):
+    """/sys/module/nouveau present: nouveau.loaded; model_dir: the index's total_size and config.json, as a result key."""
+    sysfs = make_sysfs(str(tmp_path), [])
+    os.makedirs(os.path.join(sysfs, "module", "nouveau"))
+    procfs = make_procfs(str(tmp_path), cmdline="ro\n")
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    index = {"metadata": {"total_size": 2147483648}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    (model / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    smi = Smi({}, bins={})
+    result = run(mocker, capsys, smi, {"sysfs_root": sysfs, "procfs_root": procfs, "kernel_log": "none", "model_dir": str(model)})
+    assert result["ansible_facts"]["llmops_gpu"]["nouveau"] == {"loaded": True}
+    # 2147483648 B = 2 GiB exactly; one shard in the weight map
+    assert result["model_dir"] == {
+        "path": str(model), "exists": True, "config_json": True, "error": None,
+        "weights": {"bytes": 2147483648, "gib": 2.0, "source": "index", "architectures": [], "torch_dtype": "bfloat16",
+                    "quantization": None, "detail": "model.safetensors.index.json metadata.total_size = 2147483648 bytes over 1 shard(s)"}}
+    # without model_dir there is no such key, and nouveau absent reads not loaded
+    sysfs2 = make_sysfs(str(tmp_path / "other"), [])
+    plain = run(mocker, capsys, Smi({}, bins={}), {"sysfs_root": sysfs2, "procfs_root": procfs, "kernel_log": "none"})
+    assert "model_dir" not in plain and plain["ansible_facts"]["llmops_gpu"]["nouveau"] == {"loaded": False}

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_client
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient, SGLangHTTPError
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import RequestResult
+from ansible_collections.llmops.sglang.plugins.module_utils._server.client import SGLangClient, SGLangHTTPError
 from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
 
 # ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
@@ -136,8 +136,8 @@ def test_server_down_fails_before_load(capsys, mocker, fake_load):
 
 
 @pytest.mark.parametrize("args,needle", [
-    ({"max_concurrency": [0]}, "max_concurrency=[0]: every level must be >= 1"),
-    ({"request_rate": [-1.0]}, "request_rate=[-1.0]: every level must be > 0 req/s"),
+    ({"max_concurrency": [0]}, "max_concurrency=[0]: every level must be a whole number of concurrent requests >= 1"),
+    ({"request_rate": [-1.0]}, "request_rate=[-1.0]: every level must be a finite request rate > 0 req/s"),
     ({"range_ratio": 2.0}, "range_ratio=2.0: must be within [0, 1]"),
     ({"output_len": 0}, "output_len=0: must be >= 1"),
     ({"url": "localhost:30000"}, "url 'localhost:30000' is not an http(s) URL"),

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import bench_client
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_stats import RequestResult
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_api import SGLangClient
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import RequestResult
+from ansible_collections.llmops.sglang.plugins.module_utils._server.client import SGLangClient
 from ansible_collections.llmops.sglang.plugins.modules import serving_benchmark
 
 from ansible.module_utils.testing import patch_module_args

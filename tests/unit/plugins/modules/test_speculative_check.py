@@ -7,7 +7,7 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.llmops.sglang.plugins.module_utils import sglang_api
+from ansible_collections.llmops.sglang.plugins.module_utils._server import client as sglang_api
 from ansible_collections.llmops.sglang.plugins.modules import speculative_check
 
 # ansible-core 2.19 (pinned in requirements.txt) injects module args this way.
@@ -282,7 +282,7 @@ def test_file_since_window_uses_sglang_timestamps(mocker, capsys, sg, mtp_routes
 
 
 @pytest.mark.parametrize("args,fragment", [
-    ({"log_source": "journald"}, "log_source=journald needs log_unit"),
+    ({"log_source": "journald", "log_unit": ""}, "log_source=journald needs log_unit"),
     ({"log_source": "file"}, "log_source=file needs log_path"),
     ({"log_since": "yesterday"}, "log_since='yesterday' is not a duration like 30m"),
     ({"min_accept_length": 0.5}, "min_accept_length=0.5 is below 1.0"),

@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+# Do not use this from other collections or standalone plugins/modules!
+"""THE options of llmops.sglang.serving_benchmark: the argument spec and the checks of the values, shared by the module
+(on the load generator) and its action plugin (on the controller, which refuses bad input before the first level).
+
+Every message names the option, or the caller's name for it (option ``variable_names``: the sglang_benchmark role's
+variables), the value, why and the fix. The level lists are checked where the sweep is planned (``plan.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.plan import PLAN_ARGUMENT_SPEC, option_name
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import normalize_slo
+from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import gate_option_spec
+from ansible_collections.llmops.sglang.plugins.module_utils._server.client import http_argument_spec
+
+
+def argument_spec():
+    """The module's argument spec (a new dict each call: AnsibleModule may change what it is given)."""
+    spec = http_argument_spec()
+    spec.update(
+        backend=dict(type="str", default="sglang", choices=["sglang", "openai", "openai-chat"]),
+        model=dict(type="str", default=""),
+        workload=dict(type="str", default="random-ids"),
+        workload_categories=dict(type="list", elements="str", default=[]),
+        workload_max_prompts=dict(type="int", default=2000),
+        prompts=dict(type="list", elements="dict"),
+        temperature=dict(type="float", default=0.0),
+        top_p=dict(type="float", default=1.0),
+        input_len=dict(type="int", default=1000),
+        output_len=dict(type="int", default=1000),
+        range_ratio=dict(type="float", default=1.0),
+        burstiness=dict(type="float", default=1.0),
+        trace=dict(type="str"),
+        trace_time_scale=dict(type="float", default=1.0),
+        trace_block_size=dict(type="int", default=512),
+        trace_max_requests=dict(type="int", default=0),
+        shared_prefix=dict(type="dict", options=dict(
+            num_groups=dict(type="int", required=True),
+            prompts_per_group=dict(type="int", required=True),
+            system_prompt_len=dict(type="int", required=True),
+            question_len=dict(type="int", required=True),
+        )),
+        slo=dict(type="dict", default={}, options=dict(
+            ttft_ms=dict(type="float"),
+            tpot_ms=dict(type="float"),
+            e2e_latency_ms=dict(type="float"),
+        )),
+        client_processes=dict(type="int", default=1),
+        multi_turn=dict(type="bool", default=False),
+        multi_turn_max_turns=dict(type="int", default=8),
+        warmup_requests=dict(type="int", default=1),
+        seed=dict(type="int", default=1),
+        timeout=dict(type="float", default=1800),
+        stall_timeout=dict(type="float", default=60),
+        abort_after_failures=dict(type="int", default=20),
+        server_info=dict(type="bool", default=True),
+        gates=dict(type="dict", default={}, options=gate_option_spec()),
+        tag=dict(type="str", default=""),
+        label=dict(type="str", default=""),
+        run_id=dict(type="str", default=""),
+        level_offset=dict(type="int", default=0),
+        output_file=dict(type="path"),
+        output_details=dict(type="bool", default=False),
+        stop_on_failure=dict(type="bool", default=False),
+        variable_names=dict(type="dict", default={}),
+    )
+    spec.update(PLAN_ARGUMENT_SPEC)
+    return spec
+
+
+def validate(params):
+    """Messages for bad options in ``params`` (the module's params, types already converted): each names the option, or
+    the caller's variable of ``variable_names``, the value, why and the fix."""
+    errs = []
+
+    def n(option):
+        return option_name(params.get("variable_names"), option)
+
+    for name in ("input_len", "output_len"):
+        if params[name] < 1:
+            errs.append("%s=%r: must be >= 1 token; set a positive integer" % (n(name), params[name]))
+    if not 0.0 <= params["range_ratio"] <= 1.0:
+        errs.append("%s=%r: must be within [0, 1]; use 1.0 for fixed lengths" % (n("range_ratio"), params["range_ratio"]))
+    for name in ("warmup_requests", "abort_after_failures", "level_offset", "workload_max_prompts"):
+        if params[name] < 0:
+            errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (n(name), params[name]))
+    if params["seed"] < 0:
+        errs.append("%s=%r: must be >= 0; Python seeds -N and N alike, so a negative seed repeats the prompts of "
+                    "another level (radix-cache hits); use e.g. %d" % (n("seed"), params["seed"], abs(params["seed"])))
+    for name in ("timeout", "stall_timeout"):
+        if params[name] < 0:
+            errs.append("%s=%r: must be >= 0 s (0 = no limit)" % (n(name), params[name]))
+    gates = params["gates"] or {}
+    ff = gates.get("max_failed_fraction")
+    if ff is not None and not 0.0 <= ff <= 1.0:
+        errs.append("%s=%r: must be within [0, 1] (a fraction of the level's requests); "
+                    "e.g. 0.05 tolerates 5 %% failed requests" % (n("gates.max_failed_fraction"), ff))
+    gf = gates.get("min_goodput_fraction")
+    if gf is not None and not 0.0 <= gf <= 1.0:
+        errs.append("%s=%r: must be within [0, 1] (a fraction of the level's requests)" % (n("gates.min_goodput_fraction"), gf))
+    errs.extend(validate_traffic(params, n))
+    return errs
+
+
+def validate_traffic(params, n):
+    """Messages for bad arrival, trace, shared-prefix, SLO and client-process options; ``n`` names an option."""
+    errs = []
+    b = params.get("burstiness", 1.0)
+    if b is None or math.isnan(b) or b <= 0 or math.isinf(b):
+        errs.append("%s=%r: must be a number > 0 (1.0 = Poisson, < 1 burstier, > 1 more regular)" % (n("burstiness"), b))
+    elif b != 1.0 and not params["request_rate"] and not params.get("trace"):
+        errs.append("%s=%r: shapes the gaps between arrivals at a request rate, but %s is empty (all at once); set %s levels, "
+                    "or leave %s at 1.0" % (n("burstiness"), b, n("request_rate"), n("request_rate"), n("burstiness")))
+    if params.get("trace"):
+        if params["request_rate"]:
+            errs.append("%s=%r: a trace replay sends each request at its trace timestamp (%s is set); leave %s empty (use %s "
+                        "to replay faster or slower)"
+                        % (n("request_rate"), params["request_rate"], n("trace"), n("request_rate"), n("trace_time_scale")))
+        if params.get("shared_prefix"):
+            errs.append("%s and %s are two workloads (the trace's hash_ids give the shared prefixes); set one of them"
+                        % (n("shared_prefix"), n("trace")))
+        ts = params.get("trace_time_scale")
+        if ts is None or math.isnan(ts) or ts <= 0 or math.isinf(ts):
+            errs.append("%s=%r: must be a number > 0 (1.0 = as recorded, 2.0 = half speed)" % (n("trace_time_scale"), ts))
+        if (params.get("trace_max_requests") or 0) < 0:
+            errs.append("%s=%r: must be >= 0 (0 = every line of the trace)" % (n("trace_max_requests"), params["trace_max_requests"]))
+        if params.get("trace_block_size") is None or params["trace_block_size"] < 1:
+            errs.append("%s=%r: must be >= 1 token per hash_ids block (Mooncake traces use 512)"
+                        % (n("trace_block_size"), params.get("trace_block_size")))
+    gsp = params.get("shared_prefix")
+    if gsp:
+        for k in ("num_groups", "prompts_per_group", "system_prompt_len", "question_len"):
+            if gsp.get(k) is None or gsp[k] < 1:
+                errs.append("%s.%s=%r: must be an integer >= 1" % (n("shared_prefix"), k, gsp.get(k)))
+    try:
+        normalize_slo(params.get("slo"))
+    except ValueError as exc:
+        errs.append("%s: %s" % (n("slo"), exc))
+    cp = params.get("client_processes", 1)
+    if cp is None or cp < 1 or cp > 64:
+        errs.append("%s=%r: must be within [1, 64] (1 = one asyncio process)" % (n("client_processes"), cp))
+    if params.get("multi_turn"):
+        if params.get("workload") in workloads.NAMED_WORKLOADS and not params.get("prompts"):
+            errs.append("%s=true replays the conversations of a prompt file, but %s=%s has none (random-ids, builtin and "
+                        "auto are single prompts); set %s to a ShareGPT, messages or question file, or set %s=false"
+                        % (n("multi_turn"), n("workload"), params.get("workload"), n("workload"), n("multi_turn")))
+        if params.get("trace") or params.get("shared_prefix"):
+            errs.append("%s=true and %s are two workloads; set one of them"
+                        % (n("multi_turn"), n("trace") if params.get("trace") else n("shared_prefix")))
+    mt = params.get("multi_turn_max_turns", 0)
+    if mt is None or mt < 0:
+        errs.append("%s=%r: must be >= 0 (0 = every turn of each conversation)" % (n("multi_turn_max_turns"), mt))
+    if params.get("output_details") and not params.get("output_file"):
+        errs.append("output_details=true writes the per-request lists into output_file, which is not set; set output_file")
+    return errs

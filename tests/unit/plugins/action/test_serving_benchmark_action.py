@@ -1,0 +1,144 @@
+"""The serving_benchmark action plugin: the sweep planned once on the controller, one module call per level with that
+level, a line per level as it ends, the early stop, check mode, and the inputs refused before anything is sent.
+The module is replaced by a stand-in that answers each level call with a record; expectations worked out by hand."""
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.action import serving_benchmark as action
+
+ROLE_NAMES = {"max_concurrency": "sglang_benchmark_concurrency", "url": "sglang_benchmark_url",
+              "delegate_to": "sglang_benchmark_delegate_to", "stop_on_failure": "sglang_benchmark_stop_on_failure"}
+
+
+def record(level, mc, completed=16):
+    return {"level": level, "max_concurrency": mc, "completed": completed, "failed": 0, "output_throughput": 100.0 * mc,
+            "decode_tok_s_per_request": 100.0, "median_ttft_ms": 20.0, "p99_ttft_ms": 30.0, "median_tpot_ms": 10.0,
+            "p99_tpot_ms": 12.0, "accept_length": None, "dataset_name": "random-ids", "warnings": [], "goodput": None,
+            "error_kinds": []}
+
+
+class Harness(object):
+    """Runs the action with ``args``; ``answers[i]`` (a callable of the module args, or a dict) answers the i-th call."""
+
+    def __init__(self, mocker, args, answers=None, check_mode=False, delegate_to=None, task_vars=None):
+        task = mock.MagicMock(args=args, async_val=0, check_mode=check_mode, delegate_to=delegate_to,
+                              action="llmops.sglang.serving_benchmark")
+        connection = mock.MagicMock()
+        connection._shell.tmpdir = "/tmp/remote"
+        loader = mock.MagicMock()
+        loader.get_basedir.return_value = "/nonexistent"
+        self.plugin = action.ActionModule(task, connection, mock.MagicMock(), loader, None)
+        self.calls = []
+        self.shown = []
+        self.answers = list(answers or [])
+
+        def execute(module_name=None, module_args=None, task_vars=None):
+            self.calls.append(dict(module_args))
+            answer = self.answers.pop(0)
+            return answer(module_args) if callable(answer) else answer
+
+        mocker.patch.object(self.plugin, "_execute_module", side_effect=execute)
+        mocker.patch.object(action.display, "display", side_effect=lambda msg, **kw: self.shown.append(msg))
+        self.result = self.plugin.run(task_vars=dict({"inventory_hostname": "gpu1"}, **(task_vars or {})))
+
+
+def measured(args):
+    (lv,) = args["levels"]
+    return {"changed": False, "records": [record(args["level_offset"] + 1, lv["max_concurrency"])], "gate_failures": [],
+            "duration_s": 2.0 * lv["waves"], "server_info": {"version": "0.5.9"}, "speculative": {"algorithm": None},
+            "warnings": ["capped at 48"], "msg": "1 level(s) measured"}
+
+
+def test_one_module_call_per_level_with_the_level_and_its_offset(mocker):
+    # role plan: [8, 1] + extra 4, sorted; 16 prompts, 4 per slot -> 16, 16, 32 requests; waves 16, 4, 4
+    h = Harness(mocker, {"max_concurrency": [8, 1], "extra_concurrency": [4], "sort_levels": True, "num_prompts": 16,
+                         "prompts_per_concurrency": 4, "variable_names": ROLE_NAMES}, [measured] * 3)
+    r = h.result
+    assert not r.get("failed"), r.get("msg")
+    assert [c["levels"][0]["max_concurrency"] for c in h.calls] == [1, 4, 8]
+    assert [c["levels"][0]["num_prompts"] for c in h.calls] == [16, 16, 32]
+    assert [c["level_offset"] for c in h.calls] == [0, 1, 2]
+    assert [rec["level"] for rec in r["records"]] == [1, 2, 3] and len(r["levels"]) == 3
+    # 2 s per wave: level 1 took 32 s for 16 waves, 8 waves left -> ETA 16 s; after level 2 (8 s), 4 waves left -> 8 s
+    assert h.shown[0] == "[gpu1] Benchmark level 1/3: concurrency 1, 16 requests"
+    assert h.shown[1].startswith("[gpu1] Result concurrency 1: 16 ok / 0 failed; output 100.0 tok/s")
+    assert h.shown[1].endswith("; 32.0 s; 2 level(s) left, ETA ~16 s")
+    assert h.shown[3].endswith("; 8.0 s; 1 level(s) left, ETA ~8 s") and h.shown[5].endswith("0 level(s) left, ETA ~0 s")
+    assert r["lines"] == [line[len("[gpu1] "):] for line in h.shown]
+    assert r["duration_s"] == 48.0 and r["warnings"] == ["capped at 48"] and r["problems"] == []
+    assert [row["output_tok_s"] for row in r["summary"]] == [100.0, 400.0, 800.0]
+    assert r["msg"] == "3 level(s) measured"
+
+
+def test_a_failed_level_stops_the_rest_and_fails_with_the_problem(mocker):
+    gate = {"changed": False, "records": [record(1, 1)], "gate_failures": ["level 1: p99_tpot_ms 12.00 ms is above the gate 5.00 ms"],
+            "duration_s": 3.0, "failed": True, "msg": "serving_benchmark: 1 gate(s) missed: level 1: p99_tpot_ms 12.00 ms is above"}
+    h = Harness(mocker, {"max_concurrency": [1, 8], "num_prompts": 4, "stop_on_failure": True, "variable_names": ROLE_NAMES}, [gate])
+    r = h.result
+    assert len(h.calls) == 1 and r["stopped"] is True and r["failed"] is True
+    assert r["problems"] == ["level 1 (concurrency 1): " + gate["msg"]]
+    assert r["msg"] == "serving_benchmark failed: level 1 (concurrency 1): " + gate["msg"]
+    assert "1 level(s) skipped (sglang_benchmark_stop_on_failure); FAILED: serving_benchmark: 1 gate(s) missed" in h.shown[1]
+    assert r["gate_failures"] == gate["gate_failures"] and len(r["records"]) == 1
+
+
+def test_without_stop_on_failure_every_level_runs(mocker):
+    down = {"failed": True, "msg": "serving_benchmark: the server at http://127.0.0.1:30000 is not ready", "records": [],
+            "duration_s": 0.5}
+    h = Harness(mocker, {"max_concurrency": [1, 8], "num_prompts": 4}, [down, measured])
+    assert len(h.calls) == 2 and h.result["failed"] is True and len(h.result["records"]) == 1
+    assert h.result["problems"] == ["level 1 (concurrency 1): " + down["msg"]]
+
+
+def test_check_mode_is_one_call_with_the_whole_plan(mocker):
+    planned = {"changed": False, "records": [], "msg": "check mode: 2 level(s) planned, no request sent"}
+    h = Harness(mocker, {"max_concurrency": [8, 1], "sort_levels": True, "num_prompts": 4}, [planned], check_mode=True)
+    (call,) = h.calls
+    assert [lv["max_concurrency"] for lv in call["levels"]] == [1, 8]
+    assert h.result["msg"] == planned["msg"] and h.result["problems"] == [] and h.shown == []
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({"max_concurrency": "1,8", "variable_names": ROLE_NAMES},
+     "serving_benchmark: sglang_benchmark_concurrency='1,8': must be a list of levels"),
+    ({"max_concurrency": [0], "variable_names": ROLE_NAMES}, "sglang_benchmark_concurrency=[0]: every level must be a whole number"),
+    ({"trace": '{"timestamp": 0}\n'}, "serving_benchmark: trace: trace line 1: input_length=None"),
+    ({"workload": "/nonexistent/prompts.jsonl"}, "/nonexistent/prompts.jsonl"),
+    ({"stop_on_failure": "maybe"}, "serving_benchmark: invalid options: argument 'stop_on_failure' is of type"),
+    ({"seed": -1, "variable_names": {"seed": "sglang_benchmark_seed"}},
+     "serving_benchmark: invalid options: sglang_benchmark_seed=-1: must be >= 0; Python seeds -N and N alike"),
+    ({"trace": '{"timestamp": 0, "input_length": 8, "output_length": 4}', "request_rate": [2.0],
+      "variable_names": {"request_rate": "sglang_benchmark_request_rates", "trace": "sglang_benchmark_trace_file"}},
+     "sglang_benchmark_request_rates=[2.0]: a trace replay sends each request at its trace timestamp (sglang_benchmark_trace_file is "
+     "set)"),
+])
+def test_inputs_refused_before_any_module_call(mocker, args, needle):
+    h = Harness(mocker, args)
+    assert h.result["failed"] and needle in h.result["msg"], h.result["msg"]
+    assert h.result["msg"].endswith("(nothing was sent)") and h.result["problems"] == [h.result["msg"]]
+    assert h.calls == [] and h.result["records"] == []
+
+
+def test_a_delegated_load_generator_must_not_aim_at_its_own_loopback(mocker):
+    h = Harness(mocker, {"url": "http://127.0.0.1:30000", "variable_names": ROLE_NAMES}, delegate_to="loadgen",
+                task_vars={"ansible_host": "10.0.0.5"})
+    assert h.calls == [] and h.result["failed"]
+    assert h.result["msg"] == (
+        "serving_benchmark: sglang_benchmark_url=http://127.0.0.1:30000 is a loopback address, but the load generator runs on "
+        "sglang_benchmark_delegate_to=loadgen: it would measure whatever listens on that host's own loopback, not gpu1. Set "
+        "sglang_benchmark_url to an address of gpu1 reachable from loadgen (e.g. http://10.0.0.5:30000), or leave "
+        "sglang_benchmark_delegate_to empty (nothing was sent)")
+
+
+@pytest.mark.parametrize("delegate,url", [("gpu1", "http://127.0.0.1:30000"), ("10.0.0.5", "http://localhost:30000"),
+                                          ("loadgen", "http://10.0.0.5:30000"), (None, "http://127.0.0.1:30000"),
+                                          # the host's own address is a loopback one (a test host named 127.0.0.2)
+                                          ("localhost", "http://127.0.0.2:30000")])
+def test_loopback_is_fine_on_the_host_itself_and_a_real_address_from_elsewhere(mocker, delegate, url):
+    host = {"inventory_hostname": "127.0.0.2"} if "127.0.0.2" in url else {"ansible_host": "10.0.0.5"}
+    h = Harness(mocker, {"url": url, "num_prompts": 4}, [measured], delegate_to=delegate, task_vars=host)
+    assert not h.result.get("failed"), h.result["msg"]
+    assert len(h.calls) == 1

@@ -1,0 +1,77 @@
+"""Tests for plugins/filter/sglang_server.py (thin filters over plugin_utils/_sglang/launch.py).
+
+Expected values are written by hand from SGLANG_FACTS.md (§0.1 NEXTN -> EAGLE, §1.3 --host 0.0.0.0 in containers).
+"""
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.sglang.plugins.filter.sglang_server import FilterModule
+
+FILTERS = FilterModule().filters()
+
+DESC = {
+    "sglang_server_model_path": "/models/Qwen3.5-122B-A10B",
+    "sglang_server_served_model_name": "qwen3.5-122b",
+    "sglang_server_tp_size": 4,
+    "sglang_server_speculative_algorithm": "NEXTN",
+    "sglang_server_speculative_num_steps": 1,
+    "sglang_server_speculative_eagle_topk": 1,
+    "sglang_server_speculative_num_draft_tokens": 2,
+    "sglang_server_max_running_requests": 64,
+    "sglang_server_attention_backend": "triton",
+}
+FACTS = {"llmops_gpu": {"gpu_count": 4, "gpus": [{"index": i, "compute_capability": "12.0"} for i in range(4)]},
+         "distribution": "Debian"}
+
+
+def test_filters_registered():
+    assert set(FILTERS) == {"sglang_launch", "sglang_expected_server_args", "sglang_systemd_exec",
+                            "sglang_router_launch", "sglang_context", "sglang_container_argv",
+                            "sglang_unit_value", "sglang_unit_environment", "sglang_env_file", "sglang_systemd_env_file",
+                            "sglang_image_check", "sglang_server_destinations", "sglang_gpu_check"}
+
+
+def test_context_from_facts_and_launch():
+    ctx = FILTERS["sglang_context"](FACTS, {"disable_custom_all_reduce": True, "reason": "SEV-SNP"})
+    assert ctx == {"llmops_gpu": FACTS["llmops_gpu"], "in_container": True,
+                   "nccl_p2p_decision": {"disable_custom_all_reduce": True, "reason": "SEV-SNP"}}
+    out = FILTERS["sglang_launch"](DESC, "0.5.9", ctx)
+    assert out["argv"][:5] == ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Qwen3.5-122B-A10B"]
+    assert "--disable-custom-all-reduce" in out["argv"]
+    assert out["env"] == {"SGLANG_ENABLE_SPEC_V2": "1"}
+
+
+def test_context_without_gpu_facts():
+    assert FILTERS["sglang_context"]({}, None) == {"llmops_gpu": None, "in_container": True, "nccl_p2p_decision": None}
+
+
+def test_expected_server_args_filter():
+    exp = FILTERS["sglang_expected_server_args"](DESC, "0.5.23", {})
+    assert exp["speculative_algorithm"] == "EAGLE"
+    assert exp["speculative_num_draft_tokens"] == 2
+    assert exp["mamba_radix_cache_strategy"] == "extra_buffer"
+    assert exp["max_running_requests"] == 64 and exp["tp_size"] == 4
+
+
+def test_refusal_becomes_filter_error_with_message():
+    bad = dict(DESC, sglang_server_attention_backend="flashinfer")
+    ctx = FILTERS["sglang_context"](FACTS)
+    with pytest.raises(AnsibleFilterError) as info:
+        FILTERS["sglang_launch"](bad, "0.5.9", ctx)
+    msg = str(info.value)
+    assert "sglang_server_attention_backend='flashinfer'" in msg and "Fix:" in msg
+
+
+def test_systemd_exec_filter():
+    assert FILTERS["sglang_systemd_exec"](["a b", "x"]) == '"a b" x'
+    with pytest.raises(AnsibleFilterError):
+        FILTERS["sglang_systemd_exec"]("not a list")
+
+
+def test_router_filter():
+    argv = FILTERS["sglang_router_launch"](["http://h1:30000", "http://h2:30000"], 8000, "round_robin")
+    assert argv[-4:] == ["--port", "8000", "--policy", "round_robin"]
+    with pytest.raises(AnsibleFilterError, match="sglang_server_router_policy"):
+        FILTERS["sglang_router_launch"](["http://h1:30000", "http://h2:30000"], 8000, "fastest")
