@@ -178,6 +178,20 @@ def _xlabel(records):
     return "max concurrency (requests in flight)" if key == "max_concurrency" else "request rate (req/s)"
 
 
+def _finish(fig, ax, path, title, ylabel, hline, grid_axis):
+    """The common end of every plot: the reference line ``hline`` (grey, dashed; None for none), title, y label, grid
+    (``grid_axis`` ``both`` or ``y``), legend, then the PNG written to ``path`` without the matplotlib version in its
+    metadata (so an unchanged report is byte-identical). The caller closes the figure."""
+    if hline is not None:
+        ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis=grid_axis, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata={"Software": None})
+
+
 def _plot_series(path, title, xlabel, ylabel, series, hline=None, marker_x=None):
     """Write one PNG line plot; series = [(label, xs, ys)]. Log2 x axis when all x > 0."""
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
@@ -193,17 +207,10 @@ def _plot_series(path, title, xlabel, ylabel, series, hline=None, marker_x=None)
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(set(allx)))
             ax.set_xticklabels([("%g" % v) for v in sorted(set(allx))])
-        if hline is not None:
-            ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
         if marker_x is not None:
             ax.axvline(marker_x, color="red", linestyle=":", linewidth=1, label="crossover ~%.1f" % marker_x)
-        ax.set_title(title)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, format="png", metadata={"Software": None})
+        _finish(fig, ax, path, title, ylabel, hline, grid_axis="both")
     finally:
         plt.close(fig)
 
@@ -238,14 +245,7 @@ def _plot_bars(path, title, ylabel, cats, series, hline=None, errs=None):
             ax.bar(xs, ys, width=width, label=label, yerr=yerr, capsize=2)
         ax.set_xticks(list(range(len(cats))))
         ax.set_xticklabels(cats, rotation=30, ha="right")
-        if hline is not None:
-            ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, format="png", metadata={"Software": None})
+        _finish(fig, ax, path, title, ylabel, hline, grid_axis="y")
     finally:
         plt.close(fig)
 
