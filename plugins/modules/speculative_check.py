@@ -240,6 +240,21 @@ server_version:
   description: SGLang version reported by C(/server_info).
   returned: always
   type: str
+lines:
+  description:
+    - The verdicts in a few lines, as playbooks print them - the outcome (C(PASS) or C(FAIL)), the SGLang version and the
+      speculation state; the accept length with its source, the accept rate and the draft tokens; the generation throughput
+      with its source and the probe's; the draft class and its memory per rank; one line per verdict (its name, status and
+      reason, separated by colons); the warning keys.
+    - Lines whose values are unknown are left out.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "PASS (SGLang 0.5.9, speculation on)"
+    - "accept length 2.0 (probe), accept rate 1.0 with 2 draft tokens"
+    - "ready: pass: /health answered 200"
+    - "warnings: "
 warnings_found:
   description: Warnings that matter, from the logs (48-request cap, radix cache disabled, custom all-reduce disabled, spec v2 on/off,
     C(accept_length_falling) from RV(accept_length_trend), ...) and from the server args (C(max_running_requests_capped) when the
@@ -694,6 +709,35 @@ class Checker(object):
         return found
 
 
+def report_lines(result):
+    """The result in a few lines (the RETURN value ``lines``).
+
+    ``result``: this module's result dict (keys ``passed``, ``server_version``, ``speculation``, ``accept_length``,
+    ``accept_length_source``, ``accept_rate``, ``num_draft_tokens``, ``gen_throughput``, ``gen_throughput_source``,
+    ``probe_tok_per_s``, ``draft_class``, ``draft_mem_gb`` ({rank: GB}), ``verdicts`` ({name: {status, reason}}),
+    ``warnings_found`` ([{key, ...}])). Returns a list of str; never raises on missing or None values.
+    """
+    lines = ["%s (SGLang %s, speculation %s)" % ("PASS" if result.get("passed") else "FAIL", result.get("server_version") or "?",
+                                                  result.get("speculation") or "unknown")]
+    if result.get("accept_length") is not None:
+        lines.append("accept length %s (%s), accept rate %s with %s draft tokens" % (
+            result["accept_length"], result.get("accept_length_source"), result.get("accept_rate"), result.get("num_draft_tokens")))
+    if result.get("gen_throughput") is not None:
+        probe = result.get("probe_tok_per_s")
+        lines.append("gen throughput %s tok/s (%s)%s" % (result["gen_throughput"], result.get("gen_throughput_source"),
+                                                         ", probe %s tok/s" % probe if probe is not None else ""))
+    if result.get("draft_class") is not None:
+        mem = result.get("draft_mem_gb") or {}
+        distinct = []
+        for value in mem.values():
+            if value not in distinct:
+                distinct.append(value)
+        lines.append("draft %s, %s GB on %d rank(s)" % (result["draft_class"], "/".join(str(v) for v in distinct), len(mem)))
+    lines.extend("%s: %s: %s" % (name, v.get("status"), v.get("reason")) for name, v in (result.get("verdicts") or {}).items())
+    lines.append("warnings: " + ", ".join(w.get("key", "") for w in result.get("warnings_found") or []))
+    return lines
+
+
 def main():
     argument_spec = http_argument_spec()
     argument_spec.update(log_argument_spec())
@@ -764,6 +808,7 @@ def main():
         refusals=log.get("refusals", []),
         sources=checker.sources,
     )
+    result["lines"] = report_lines(result)
     facts = dict((k, result[k]) for k in ("passed", "speculation", "accept_length", "accept_length_source", "accept_length_trend",
                                           "accept_rate", "num_draft_tokens",
                                           "gen_throughput", "gen_throughput_source", "probe_tok_per_s", "draft_class", "draft_kind",

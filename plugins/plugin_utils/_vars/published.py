@@ -44,7 +44,7 @@ PUBLISHED_FACTS = {
         "the rendered launch arguments (_sglang/launch.py)"),
     "sglang_server_description": ("sglang_server tasks/validate.yml", "docs/sglang_server.md", "the checked server description"),
     "sglang_server_expected": (
-        "sglang_server tasks/validate.yml", "playbooks/verify.yml, playbooks/benchmark.yml, playbooks/tasks/spec_tune_verify.yml",
+        "sglang_server tasks/validate.yml", "roles/speculative_check, playbooks/benchmark.yml, playbooks/tasks/spec_tune_verify.yml",
         "what the running server must report (speculative_check)"),
     "sglang_server_needs_rollout": ("sglang_server tasks/plan.yml", "playbooks/serve.yml", "bool: this host's unit changes"),
     "sglang_server_rollout_reasons": ("sglang_server tasks/plan.yml", "playbooks/serve.yml", "why the unit changes"),

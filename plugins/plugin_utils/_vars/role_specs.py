@@ -17,7 +17,7 @@ Standard library only (nothing but literals); read by plugins/plugin_utils/_vars
 from __future__ import annotations
 
 ROLES = (
-    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server')
+    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server', 'speculative_check')
 )
 
 ROLE_VARIABLES = (
@@ -239,5 +239,28 @@ ROLE_VARIABLES = (
                        'sglang_server_version': {'default': '0.5.9', 'type': 'str'},
                        'sglang_server_version_force': {'default': False, 'type': 'bool'},
                        'sglang_server_wait_ready': {'default': True, 'type': 'bool'},
-                       'sglang_server_watchdog_timeout': {'type': 'int'}}}
+                       'sglang_server_watchdog_timeout': {'type': 'int'}},
+     'speculative_check': {'speculative_check_accept_length_drop_warn': {'default': 0.2, 'type': 'float'},
+                           'speculative_check_api_key': {'default': "{{ sglang_server_api_key | default('', true) }}",
+                                                         'no_log': True,
+                                                         'type': 'str'},
+                           'speculative_check_expect_speculative': {'default': 'auto', 'type': 'raw'},
+                           'speculative_check_fail_on': {'choices': ['ready', 'configured', 'loaded', 'accepting', 'as_intended'],
+                                                         'default': ['ready', 'configured', 'loaded', 'accepting', 'as_intended'],
+                                                         'elements': 'str',
+                                                         'type': 'list'},
+                           'speculative_check_log_container': {'default': "{{ sglang_server_name | default('sglang-server') }}", 'type': 'str'},
+                           'speculative_check_log_path': {'default': '', 'type': 'str'},
+                           'speculative_check_log_since': {'default': '', 'type': 'str'},
+                           'speculative_check_log_source': {'choices': ['journald', 'podman', 'docker', 'file', 'none'],
+                                                            'default': 'journald',
+                                                            'type': 'str'},
+                           'speculative_check_log_unit': {'default': "{{ sglang_server_name | default('sglang-server') }}.service",
+                                                          'type': 'str'},
+                           'speculative_check_min_accept_length': {'default': 1.2, 'type': 'float'},
+                           'speculative_check_probe_max_new_tokens': {'default': 256, 'type': 'int'},
+                           'speculative_check_ready_timeout': {'type': 'int'},
+                           'speculative_check_url': {'default': "http://{{ sglang_server_health_host | default('127.0.0.1') }}:{{ "
+                                                                'sglang_server_port | default(30000) }}',
+                                                     'type': 'str'}}}
 )

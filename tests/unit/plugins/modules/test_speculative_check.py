@@ -447,3 +447,25 @@ def test_probe_connection_refused_is_an_error_not_a_stall(mocker, capsys, mtp_ro
     assert acc["evidence"]["probe_failure"] == "error"
     assert acc["reason"].startswith("the probe /generate failed: probe generation: no HTTP answer from http://127.0.0.1:30000/generate "
                                     "(Request failed: <urlopen error [Errno 111] Connection refused>)")
+
+
+def test_report_lines_written_by_hand():
+    result = {"passed": True, "server_version": "0.5.9", "speculation": "on", "accept_length": 2.0, "accept_length_source": "probe",
+              "accept_rate": 1.0, "num_draft_tokens": 2, "gen_throughput": 120.5, "gen_throughput_source": "logs",
+              "probe_tok_per_s": 80.0, "draft_class": "DeepseekV3ForCausalLMNextN", "draft_mem_gb": {"0": 1.5, "1": 1.5},
+              "verdicts": {"ready": {"status": "pass", "reason": "/health answered 200"},
+                           "accepting": {"status": "pass", "reason": "accept length 2.0 >= 1.2"}},
+              "warnings_found": [{"key": "max_running_requests_capped"}]}
+    assert speculative_check.report_lines(result) == [
+        "PASS (SGLang 0.5.9, speculation on)",
+        "accept length 2.0 (probe), accept rate 1.0 with 2 draft tokens",
+        "gen throughput 120.5 tok/s (logs), probe 80.0 tok/s",
+        "draft DeepseekV3ForCausalLMNextN, 1.5 GB on 2 rank(s)",
+        "ready: pass: /health answered 200",
+        "accepting: pass: accept length 2.0 >= 1.2",
+        "warnings: max_running_requests_capped",
+    ]
+
+
+def test_report_lines_of_a_server_that_never_answered():
+    assert speculative_check.report_lines({"passed": False, "verdicts": {}}) == ["FAIL (SGLang ?, speculation unknown)", "warnings: "]
