@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import description as _description
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.cli_contract import check_argv, choices_of
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.quoting import (
@@ -627,11 +628,12 @@ def _render_speculative(r):
         # 0.5.23 arg_groups/speculative_hook.py caps _handle_eagle_family, _handle_ngram, _handle_dflash, _handle_dspark
         mrr = d["max_running_requests"]
         if mrr is None:
-            mrr = 48
-            r.decide("max_running_requests", 48,
-                     "speculative decoding without --max-running-requests is capped at 48 by SGLang; rendered explicitly so the cap is visible "
-                     "(raise sglang_server_max_running_requests for higher concurrency)")
-            r.warnings.append("sglang_server_max_running_requests is unset under speculative decoding: rendering the SGLang cap 48 explicitly")
+            mrr = SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+            r.decide("max_running_requests", mrr,
+                     "speculative decoding without --max-running-requests is capped at %d by SGLang; rendered explicitly so the cap is visible "
+                     "(raise sglang_server_max_running_requests for higher concurrency)" % mrr)
+            r.warnings.append("sglang_server_max_running_requests is unset under speculative decoding: rendering the SGLang cap %d explicitly"
+                              % mrr)
         r.d["max_running_requests"] = mrr
     return spec
 
