@@ -65,8 +65,14 @@ def _wrap(func, *args, **kwargs):
         raise AnsibleFilterError("sglang_server: %s" % exc)
 
 
-def sglang_launch(description, version=None, context=None):
-    """Render argv/env/warnings/decisions for a server description (see sglang_args.render_launch)."""
+def sglang_launch(description, version=None, context=None, tuned=None, multinode=None):
+    """Render argv/env/warnings/decisions for a server description (see launch.render_launch).
+
+    With ``tuned`` or ``multinode`` given (``{}`` counts), ``description`` is the role's variables (every name of the
+    role's variable table) and the description is taken from them first (description.server_description), in the same call.
+    """
+    if tuned is not None or multinode is not None:
+        description = _table(_description.server_description, description, tuned, multinode)
     return _wrap(render_launch, description, version, context)
 
 

@@ -94,3 +94,18 @@ def test_variable_table_filters():
         FILTERS["sglang_server_validation_key"]({}, desc)
     with pytest.raises(AnsibleFilterError, match="sglang_server_served_model_name"):
         FILTERS["sglang_server_destinations"]({}, dict(desc, served_model_name="a\nb"))
+
+
+def test_launch_takes_the_roles_variables_with_the_tuned_settings():
+    inputs = dict((n, None) for n in FILTERS["sglang_server_variables"]("all"))
+    inputs.update(DESC, sglang_server_version_force=False)
+    ctx = FILTERS["sglang_context"](FACTS, None)
+    tuned = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 3, "speculative_draft_model_path": None, "arm": "s2"}
+    out = FILTERS["sglang_launch"](inputs, "0.5.9", ctx, tuned, {})
+    argv = out["argv"]
+    # the decision's 2/1/3 replace the inventory's 1/1/2; NEXTN is rendered as given (SGLang maps it to EAGLE itself)
+    assert argv[argv.index("--speculative-num-steps") + 1] == "2"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "3"
+    with pytest.raises(AnsibleFilterError, match="sglang_server: the role's variables are missing"):
+        FILTERS["sglang_launch"](DESC, "0.5.9", ctx, {}, {})
