@@ -19,8 +19,16 @@ Destination checks and quoting (``plugins/plugin_utils/_sglang/quoting.py``), us
 * ``env | llmops.sglang.sglang_env_file(variable)`` -> lines of a podman/docker ``--env-file``
 * ``secret_env | llmops.sglang.sglang_systemd_env_file(variables)`` -> lines of the 0600 systemd ``EnvironmentFile=``
 * ``image | llmops.sglang.sglang_image_check(force)`` -> ``{domain, path, tag, digest, pinned}``
-* ``vars_dict | llmops.sglang.sglang_server_destinations`` -> checks every sglang_server_* value for its destination
+* ``vars_dict | llmops.sglang.sglang_server_destinations(description)`` -> checks every sglang_server_* value for its
+  destination
 * ``gpus | llmops.sglang.sglang_gpu_check(gpu_count, gpu_mode, cdi_devices)`` -> the --device names, checked against the host
+
+The role's one variable table (``plugins/plugin_utils/_sglang/description.py``), read by ``vars/main.yml``:
+
+* ``kind | llmops.sglang.sglang_server_variables`` -> the role's variable names of one kind (all, option, fingerprinted,
+  destination, or a destination kind)
+* ``vars_dict | llmops.sglang.sglang_server_description(speculative, multinode)`` -> the renderer's server description
+* ``vars_dict | llmops.sglang.sglang_server_validation_key(description, context, tuned)`` -> the validation key
 
 Refusals raise ``AnsibleFilterError`` whose message is the renderer's: variable, value, reason, fix.
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import description as _description
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.quoting import (
     DestinationError,
     check_gpus,
@@ -56,8 +65,14 @@ def _wrap(func, *args, **kwargs):
         raise AnsibleFilterError("sglang_server: %s" % exc)
 
 
-def sglang_launch(description, version=None, context=None):
-    """Render argv/env/warnings/decisions for a server description (see sglang_args.render_launch)."""
+def sglang_launch(description, version=None, context=None, tuned=None, multinode=None):
+    """Render argv/env/warnings/decisions for a server description (see launch.render_launch).
+
+    With ``tuned`` or ``multinode`` given (``{}`` counts), ``description`` is the role's variables (every name of the
+    role's variable table) and the description is taken from them first (description.server_description), in the same call.
+    """
+    if tuned is not None or multinode is not None:
+        description = _table(_description.server_description, description, tuned, multinode)
     return _wrap(render_launch, description, version, context)
 
 
@@ -121,9 +136,33 @@ def sglang_image_check(image, force=False, variable="sglang_server_image"):
     return _wrap(image_reference, image, variable, force)
 
 
-def sglang_server_destinations(values):
-    """Check every sglang_server_* value for its destination (unit, env files, container argv); returns ``{image}``."""
-    return _wrap(server_destinations, values)
+def sglang_server_destinations(values, description=None):
+    """Check every sglang_server_* value for its destination (unit, env files, container argv); returns ``{image}``.
+
+    ``description`` (the server description) overrides the variables it resolves (tuned, multi-node)."""
+    return _wrap(server_destinations, values, description)
+
+
+def _table(func, *args):
+    try:
+        return func(*args)
+    except ValueError as exc:
+        raise AnsibleFilterError("sglang_server: %s" % exc)
+
+
+def sglang_server_variables(kind="all"):
+    """The role's variable names of one kind, from its one table (see description.names)."""
+    return _table(_description.names, kind)
+
+
+def sglang_server_description(values, speculative=None, multinode=None):
+    """The server description for the renderer, from the role's variables (see description.server_description)."""
+    return _table(_description.server_description, values, speculative, multinode)
+
+
+def sglang_server_validation_key(values, description, context=None, tuned=None):
+    """The SHA-256 of every fingerprinted variable, the description, the context and the decision (description.validation_key)."""
+    return _table(_description.validation_key, values, description, context, tuned)
 
 
 def sglang_gpu_check(gpus, gpu_count=None, gpu_mode="cdi", cdi_devices=None):
@@ -149,4 +188,7 @@ class FilterModule(object):
             "sglang_image_check": sglang_image_check,
             "sglang_server_destinations": sglang_server_destinations,
             "sglang_gpu_check": sglang_gpu_check,
+            "sglang_server_variables": sglang_server_variables,
+            "sglang_server_description": sglang_server_description,
+            "sglang_server_validation_key": sglang_server_validation_key,
         }

@@ -311,6 +311,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._server.client impor
     last_gen_throughput,
     module_client,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
 from ansible_collections.llmops.sglang.plugins.module_utils._server.log_source import check_log_options, log_argument_spec, read_log
 from ansible_collections.llmops.sglang.plugins.module_utils._server.logs import (
     NEVER_ACCEPTED_CAUSES,
@@ -699,13 +700,16 @@ class Checker(object):
         """Warnings derived from the server args (not from log lines)."""
         found = []
         args, source = self.running_args()
-        if args.get("speculative_algorithm") and args.get("max_running_requests") == 48 \
-                and normalize_expected(self.p["expected"]).get("max_running_requests") != 48:
-            found.append({"key": "max_running_requests_capped", "text": "max_running_requests is 48 in %s" % source,
-                          "meaning": "SGLang caps running requests at 48 under speculative decoding unless --max-running-requests is set"})
+        cap = SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+        if args.get("speculative_algorithm") and args.get("max_running_requests") == cap \
+                and normalize_expected(self.p["expected"]).get("max_running_requests") != cap:
+            found.append({"key": "max_running_requests_capped", "text": "max_running_requests is %d in %s" % (cap, source),
+                          "meaning": "SGLang caps running requests at %d under speculative decoding unless --max-running-requests is set" % cap})
+        # queued_at_48: the key names the cap it counts (a public return key, kept)
         if self.log and self.log.get("queued_at_48"):
-            found.append({"key": "queued_at_48_running", "text": "%d Decode lines show #running-req: 48 with requests queued" % self.log["queued_at_48"],
-                          "meaning": "requests wait in #queue-req behind a 48-request cap; set --max-running-requests explicitly"})
+            found.append({"key": "queued_at_48_running",
+                          "text": "%d Decode lines show #running-req: %d with requests queued" % (self.log["queued_at_48"], cap),
+                          "meaning": "requests wait in #queue-req behind a %d-request cap; set --max-running-requests explicitly" % cap})
         return found
 
 

@@ -43,6 +43,8 @@ import ast
 import re
 import statistics
 
+from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+
 # --------------------------------------------------------------------------------------------
 # Line prefix (one parser)
 # --------------------------------------------------------------------------------------------
@@ -343,7 +345,8 @@ def _args_from_prefix(prefix):
 #: custom_all_reduce.py, eagle workers and http_server.py (SGLANG_FACTS.md sections 1-3).
 WARNINGS = (
     ("max_running_requests_capped", re.compile(r"Max running requests is reset to (?P<value>\d+) for speculative decoding"),
-     "speculative decoding capped max_running_requests (48 by default): set --max-running-requests explicitly or requests queue"),
+     "speculative decoding capped max_running_requests (%d by default): set --max-running-requests explicitly or requests queue"
+     % SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT),
     ("radix_cache_disabled", re.compile(r"Disabling radix cache since speculative decoding for (?P<arch>\S+) is not supported"),
      "SGLang <= 0.5.9 silently turned the radix cache off for this hybrid model with speculative decoding"),
     ("custom_all_reduce_disabled", re.compile(r"Custom allreduce is disabled (?P<reason>.*)"),
@@ -713,7 +716,8 @@ def summarize_decode(decode_lines):
             if isinstance(d.get("gen_throughput"), (int, float)) and not d.get("idle_interval")]
     excluded = [d["gen_throughput"] for d in decode_lines
                 if isinstance(d.get("gen_throughput"), (int, float)) and d.get("idle_interval")]
-    capped = [d for d in decode_lines if d.get("running_req") == 48 and isinstance(d.get("queue_req"), int) and d["queue_req"] > 0]
+    capped = [d for d in decode_lines if d.get("running_req") == SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+              and isinstance(d.get("queue_req"), int) and d["queue_req"] > 0]
     return {
         "queued_at_48": len(capped),
         "accept_length": _median(accepts),

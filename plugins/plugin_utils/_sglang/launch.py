@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import description as _description
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.cli_contract import check_argv, choices_of
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.quoting import (
     DestinationError,
@@ -50,7 +52,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.quoting impo
     image_reference,
 )
 
-PREFIX = "sglang_server_"
+PREFIX = _description.PREFIX
 
 #: Versions whose behaviour this renderer models (the wheels SGLANG_FACTS.md was built from).
 KNOWN_VERSIONS = ("0.4.10", "0.5.4", "0.5.9", "0.5.10", "0.5.14", "0.5.23")
@@ -98,91 +100,11 @@ _AUTO_DEFAULT = {"0.4.10": _AUTO_WIDE, "0.5.4": _AUTO_WIDE}
 
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 
-#: Options of the description, with their type and default. ``None`` means "not rendered / SGLang default".
-OPTIONS = {
-    "model_path": ("str", None),
-    "served_model_name": ("str", None),
-    "model_architecture": ("str", None),
-    "hybrid_model": ("bool", None),
-    "host": ("str", None),
-    "port": ("int", 30000),
-    "tp_size": ("int", 1),
-    "pp_size": ("int", None),
-    "nnodes": ("int", 1),
-    "node_rank": ("int", 0),
-    "dist_init_addr": ("str", None),
-    "speculative_algorithm": ("str", None),
-    "speculative_num_steps": ("int", None),
-    "speculative_eagle_topk": ("int", None),
-    "speculative_num_draft_tokens": ("int", None),
-    "speculative_draft_model_path": ("str", None),
-    "spec_v2": ("bool", None),
-    "mamba_strategy": ("str", None),
-    "mamba_track_interval": ("int", None),
-    "max_running_requests": ("int", None),
-    "attention_backend": ("str", None),
-    "cuda_graph_max_bs": ("int", None),
-    "cuda_graph_max_bs_prefill": ("int", None),
-    "disable_cuda_graph": ("bool", False),
-    "mem_fraction_static": ("float", None),
-    "context_length": ("int", None),
-    "chunked_prefill_size": ("int", None),
-    "kv_cache_dtype": ("str", None),
-    "page_size": ("int", None),
-    "disable_radix_cache": ("bool", False),
-    "disable_custom_all_reduce": ("bool", None),
-    "custom_all_reduce_force": ("bool", False),
-    "enable_metrics": ("bool", False),
-    "decode_log_interval": ("int", None),
-    "reasoning_parser": ("str", None),
-    "tool_call_parser": ("str", None),
-    "trust_remote_code": ("bool", False),
-    "watchdog_timeout": ("int", None),
-    "log_level": ("str", None),
-    "api_key": ("str", None),
-    "hf_token": ("str", None),
-    "extra_args": ("list", None),
-    "extra_env": ("dict", None),
-}
-
-#: Flags the renderer owns: extra_args may not repeat them (one place per setting).
-_MANAGED_FLAGS = {
-    "--model-path": "model_path", "--model": "model_path",
-    "--served-model-name": "served_model_name",
-    "--host": "host", "--port": "port",
-    "--tp-size": "tp_size", "--tensor-parallel-size": "tp_size", "--tp": "tp_size",
-    "--pp-size": "pp_size", "--pipeline-parallel-size": "pp_size",
-    "--nnodes": "nnodes", "--node-rank": "node_rank",
-    "--dist-init-addr": "dist_init_addr", "--nccl-init-addr": "dist_init_addr",
-    "--speculative-algorithm": "speculative_algorithm", "--speculative-algo": "speculative_algorithm",
-    "--speculative-num-steps": "speculative_num_steps",
-    "--speculative-eagle-topk": "speculative_eagle_topk",
-    "--speculative-num-draft-tokens": "speculative_num_draft_tokens",
-    "--speculative-draft-model-path": "speculative_draft_model_path",
-    "--speculative-draft-model": "speculative_draft_model_path",
-    "--mamba-radix-cache-strategy": "mamba_strategy",
-    "--mamba-track-interval": "mamba_track_interval",
-    "--max-running-requests": "max_running_requests",
-    "--attention-backend": "attention_backend",
-    "--cuda-graph-max-bs-decode": "cuda_graph_max_bs",
-    "--cuda-graph-max-bs-prefill": "cuda_graph_max_bs_prefill",
-    "--disable-cuda-graph": "disable_cuda_graph",
-    "--mem-fraction-static": "mem_fraction_static",
-    "--context-length": "context_length",
-    "--chunked-prefill-size": "chunked_prefill_size",
-    "--kv-cache-dtype": "kv_cache_dtype",
-    "--page-size": "page_size",
-    "--disable-radix-cache": "disable_radix_cache",
-    "--disable-custom-all-reduce": "disable_custom_all_reduce",
-    "--enable-metrics": "enable_metrics",
-    "--decode-log-interval": "decode_log_interval",
-    "--reasoning-parser": "reasoning_parser",
-    "--tool-call-parser": "tool_call_parser",
-    "--trust-remote-code": "trust_remote_code",
-    "--watchdog-timeout": "watchdog_timeout",
-    "--log-level": "log_level",
-    "--api-key": "api_key",
-}
+#: Options of the description, with their type and the value used when unset (``None``: not rendered / SGLang's
+#: default), and the flags the renderer owns (extra_args may not repeat them: one place per setting). Both derived
+#: from the role's one variable table, ``_sglang/description.py``.
+OPTIONS = _description.OPTIONS
+_MANAGED_FLAGS = _description.MANAGED_FLAGS
 
 #: Environment variables that must not travel in sglang_server_extra_env (secrets have their own 0600 file).
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -706,11 +628,12 @@ def _render_speculative(r):
         # 0.5.23 arg_groups/speculative_hook.py caps _handle_eagle_family, _handle_ngram, _handle_dflash, _handle_dspark
         mrr = d["max_running_requests"]
         if mrr is None:
-            mrr = 48
-            r.decide("max_running_requests", 48,
-                     "speculative decoding without --max-running-requests is capped at 48 by SGLang; rendered explicitly so the cap is visible "
-                     "(raise sglang_server_max_running_requests for higher concurrency)")
-            r.warnings.append("sglang_server_max_running_requests is unset under speculative decoding: rendering the SGLang cap 48 explicitly")
+            mrr = SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+            r.decide("max_running_requests", mrr,
+                     "speculative decoding without --max-running-requests is capped at %d by SGLang; rendered explicitly so the cap is visible "
+                     "(raise sglang_server_max_running_requests for higher concurrency)" % mrr)
+            r.warnings.append("sglang_server_max_running_requests is unset under speculative decoding: rendering the SGLang cap %d explicitly"
+                              % mrr)
         r.d["max_running_requests"] = mrr
     return spec
 

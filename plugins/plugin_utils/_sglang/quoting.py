@@ -40,6 +40,12 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.description import (
+    BY_NAME as VARIABLE_TABLE,
+    destination_values,
+    names as table_names,
+)
+
 #: Control characters (C0, DEL): no destination above can carry them.
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -211,48 +217,53 @@ def version_text(version, variable="sglang_server_version"):
     return text
 
 
-def server_destinations(values):
+def server_destinations(values, description=None):
     """Check every sglang_server_* value that reaches the unit, the env files or the container argv.
 
-    :param values: dict of role variables (``sglang_server_name``, ``..._version``, ``..._image``, ``..._image_force``,
-        ``..._engine_bin``, ``..._model_path``, ``..._config_dir``, ``..._hf_cache_dir``, ``..._model_dir``,
-        ``..._nccl_env_file``, ``..._unit_environment``, ``..._extra_env``, ``..._api_key``, ``..._hf_token``,
-        ``..._container_options``, ``..._extra_args``, ``..._served_model_name``, ``..._speculative_draft_model_path``).
-        Missing keys are skipped.
+    Which variable gets which check comes from the role's variable table (``_sglang/description.py``, its
+    ``destinations`` column): ``version`` (the version text), ``image`` (the reference; ``sglang_server_image_force``
+    accepts a floating tag), ``unit`` (a line of the unit: no control character), ``path`` (an absolute path of safe
+    characters), ``argv`` (a list of argv items), ``unit_env`` (``Environment=``), ``env_file`` (the container
+    ``--env-file``), ``secret`` (the 0600 ``EnvironmentFile=``, redacted in a refusal).
+
+    :param values: dict of role variables (``sglang_server_name``, ``..._image``, ``..._model_path``, ...; the table's
+        variables with a destination). Missing keys are skipped.
+    :param description: the server description (``description.server_description``), whose values replace the
+        variables' where it overrides them (a tuned draft model path, a multi-node dist-init address); ``None`` = none.
     :returns: ``{"image": <image_reference()>}``.
     :raises DestinationError: the first value its destination cannot carry.
     """
     v = dict(values or {})
+    if description:
+        v.update(destination_values(v, description))
     out = {}
-    if "sglang_server_version" in v:
-        version_text(v["sglang_server_version"])
+    for key in table_names("version"):
+        if key in v:
+            version_text(v[key], key)
     if "sglang_server_image" in v:
         out["image"] = image_reference(v["sglang_server_image"], force=_truthy(v.get("sglang_server_image_force")))
-    for key in ("sglang_server_name", "sglang_server_model_path", "sglang_server_served_model_name", "sglang_server_speculative_draft_model_path",
-                "sglang_server_engine_bin", "sglang_server_config_dir", "sglang_server_hf_cache_dir", "sglang_server_model_dir",
-                "sglang_server_nccl_env_file", "sglang_server_health_host", "sglang_server_shm_size", "sglang_server_dist_init_addr",
-                "sglang_server_host"):
+    for key in table_names("unit"):
         if v.get(key) is not None:
             check_text(key, v[key], "the systemd unit")
-    for key in ("sglang_server_engine_bin", "sglang_server_config_dir", "sglang_server_hf_cache_dir", "sglang_server_model_dir",
-                "sglang_server_nccl_env_file"):
+    for key in table_names("path"):
         text = str(v.get(key) or "")
         if text and not _SAFE_PATH_RE.match(text):
             raise DestinationError(key, text, "must be an absolute path of letters, digits and . _ + @ - / only (it is written into "
                                    "ExecStart=, a shell command of ExecStartPre= and the engine's -v/--env-file options, where ':' and ',' "
                                    "separate fields and spaces split words)", "use a path such as /var/lib/sglang")
-    for key in ("sglang_server_container_options", "sglang_server_extra_args", "sglang_server_ulimits"):
+    for key in table_names("argv"):
         items = v.get(key)
         if items is not None and not isinstance(items, str):
             check_argv(key, items)
-    for key in ("sglang_server_unit_environment",):
+    for key in table_names("unit_env"):
         for name, value in sorted((v.get(key) or {}).items()):
             unit_environment(name, value, key)
-    if v.get("sglang_server_extra_env"):
-        env_file(v["sglang_server_extra_env"], "sglang_server_extra_env")
-    secrets = dict((name, v[key]) for name, key in (("SGLANG_SERVER_API_KEY", "sglang_server_api_key"), ("HF_TOKEN", "sglang_server_hf_token"))
-                   if v.get(key))
-    systemd_env_file(secrets, {"SGLANG_SERVER_API_KEY": "sglang_server_api_key", "HF_TOKEN": "sglang_server_hf_token"})
+    for key in table_names("env_file"):
+        if v.get(key):
+            env_file(v[key], key)
+    secret_vars = dict((VARIABLE_TABLE[key].env, key) for key in table_names("secret"))
+    secrets = dict((name, v[key]) for name, key in secret_vars.items() if v.get(key))
+    systemd_env_file(secrets, secret_vars)
     return out
 
 

@@ -30,7 +30,8 @@ def test_filters_registered():
     assert set(FILTERS) == {"sglang_launch", "sglang_expected_server_args", "sglang_systemd_exec",
                             "sglang_router_launch", "sglang_context", "sglang_container_argv",
                             "sglang_unit_value", "sglang_unit_environment", "sglang_env_file", "sglang_systemd_env_file",
-                            "sglang_image_check", "sglang_server_destinations", "sglang_gpu_check"}
+                            "sglang_image_check", "sglang_server_destinations", "sglang_gpu_check",
+                            "sglang_server_variables", "sglang_server_description", "sglang_server_validation_key"}
 
 
 def test_context_from_facts_and_launch():
@@ -75,3 +76,36 @@ def test_router_filter():
     assert argv[-4:] == ["--port", "8000", "--policy", "round_robin"]
     with pytest.raises(AnsibleFilterError, match="sglang_server_router_policy"):
         FILTERS["sglang_router_launch"](["http://h1:30000", "http://h2:30000"], 8000, "fastest")
+
+
+def test_variable_table_filters():
+    names = FILTERS["sglang_server_variables"]("all")
+    assert len(names) == 83 and names[0] == "sglang_server_name"
+    assert FILTERS["sglang_server_variables"]("secret") == ["sglang_server_api_key", "sglang_server_hf_token"]
+    with pytest.raises(AnsibleFilterError, match="unknown kind 'nope'"):
+        FILTERS["sglang_server_variables"]("nope")
+    inputs = dict((n, None) for n in names)
+    inputs.update(sglang_server_model_path="/models/m", sglang_server_tp_size=4, sglang_server_version="0.5.9")
+    desc = FILTERS["sglang_server_description"](inputs, {}, {})
+    assert desc["model_path"] == "/models/m" and desc["tp_size"] == 4 and "version" not in desc
+    key = FILTERS["sglang_server_validation_key"](inputs, desc, {"gpu_count": 4}, {})
+    assert len(key) == 64 and key != FILTERS["sglang_server_validation_key"](inputs, desc, {"gpu_count": 2}, {})
+    with pytest.raises(AnsibleFilterError, match="sglang_server: the role.s variables are missing sglang_server_name, sglang_server_version, "):
+        FILTERS["sglang_server_validation_key"]({}, desc)
+    with pytest.raises(AnsibleFilterError, match="sglang_server_served_model_name"):
+        FILTERS["sglang_server_destinations"]({}, dict(desc, served_model_name="a\nb"))
+
+
+def test_launch_takes_the_roles_variables_with_the_tuned_settings():
+    inputs = dict((n, None) for n in FILTERS["sglang_server_variables"]("all"))
+    inputs.update(DESC, sglang_server_version_force=False)
+    ctx = FILTERS["sglang_context"](FACTS, None)
+    tuned = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 3, "speculative_draft_model_path": None, "arm": "s2"}
+    out = FILTERS["sglang_launch"](inputs, "0.5.9", ctx, tuned, {})
+    argv = out["argv"]
+    # the decision's 2/1/3 replace the inventory's 1/1/2; NEXTN is rendered as given (SGLang maps it to EAGLE itself)
+    assert argv[argv.index("--speculative-num-steps") + 1] == "2"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "3"
+    with pytest.raises(AnsibleFilterError, match="sglang_server: the role's variables are missing"):
+        FILTERS["sglang_launch"](DESC, "0.5.9", ctx, {}, {})
