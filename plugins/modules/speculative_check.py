@@ -721,15 +721,15 @@ def report_lines(result):
     ``probe_tok_per_s``, ``draft_class``, ``draft_mem_gb`` ({rank: GB}), ``verdicts`` ({name: {status, reason}}),
     ``warnings_found`` ([{key, ...}])). Returns a list of str; never raises on missing or None values.
     """
-    lines = ["%s (SGLang %s, speculation %s)" % ("PASS" if result.get("passed") else "FAIL", result.get("server_version") or "?",
-                                                  result.get("speculation") or "unknown")]
+    outcome = "PASS" if result.get("passed") else "FAIL"
+    lines = ["%s (SGLang %s, speculation %s)" % (outcome, result.get("server_version") or "?", result.get("speculation") or "unknown")]
     if result.get("accept_length") is not None:
         lines.append("accept length %s (%s), accept rate %s with %s draft tokens" % (
             result["accept_length"], result.get("accept_length_source"), result.get("accept_rate"), result.get("num_draft_tokens")))
     if result.get("gen_throughput") is not None:
         probe = result.get("probe_tok_per_s")
-        lines.append("gen throughput %s tok/s (%s)%s" % (result["gen_throughput"], result.get("gen_throughput_source"),
-                                                         ", probe %s tok/s" % probe if probe is not None else ""))
+        probe_text = ", probe %s tok/s" % probe if probe is not None else ""
+        lines.append("gen throughput %s tok/s (%s)%s" % (result["gen_throughput"], result.get("gen_throughput_source"), probe_text))
     if result.get("draft_class") is not None:
         mem = result.get("draft_mem_gb") or {}
         distinct = []
