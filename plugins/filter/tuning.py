@@ -53,15 +53,19 @@ def _count(value):
 
 
 def tuning_inputs(inputs):
-    """Check the inputs of a tuning run and fix its weights and levels, before anything changes.
+    """Check the inputs of a tuning run (the speculative_tuning role, playbooks/mtp_ab.yml) and fix its weights and
+    levels, before anything changes.
 
     :param inputs: dict with
         ``target_concurrency`` (int >= 1 or None), ``weights`` ({concurrency: weight > 0}, may be empty),
         ``sweep`` (list of int >= 1: sglang_benchmark_concurrency), ``request_rates`` (must be empty),
-        ``trials`` (int >= 1), ``min_trials`` (int >= 2), ``objective`` (throughput | goodput | tpot),
-        ``slo_ttft_ms`` / ``slo_tpot_ms`` (ms or None; goodput needs one), ``max_running_requests`` (int or None),
-        ``workload`` (non-empty, not ``auto``), and ``prefix`` (the variable prefix named in errors,
-        default ``speculative_tuning_``).
+        ``trials`` (int >= 1, default 1), ``min_trials`` (int >= 2, default 2), ``objective`` (throughput | goodput |
+        tpot, default throughput), ``slo_ttft_ms`` / ``slo_tpot_ms`` (ms or None; goodput needs one),
+        ``max_running_requests`` (int or None), ``workload`` (non-empty, not ``auto``), and how errors name things:
+        ``prefix`` (of the tuning variables, default ``speculative_tuning_``), ``target_name`` (default
+        ``<prefix>target_concurrency``), ``weights_name`` (default ``<prefix>weights``; empty: no weights variable),
+        ``check_server`` (default true; false skips the max_running_requests checks: the servers are not the
+        inventory's), ``sweep_name`` (default ``The sweep``), ``arms`` (number of arms, default 0 = unknown).
     :returns: ``{"weights": {"<concurrency>": float}, "levels": [int, ...]}``: the weights (one target = ``{target: 1.0}``)
         and the sorted, de-duplicated levels (the sweep plus every weighted level).
     :raises AnsibleFilterError: naming the variable, its value, why and the fix, for the first wrong input.
@@ -69,11 +73,13 @@ def tuning_inputs(inputs):
     if not isinstance(inputs, dict):
         raise AnsibleFilterError("tuning_inputs: expected a dict of the tuning inputs, got %r" % (inputs,))
     pre = inputs.get("prefix") or "speculative_tuning_"
+    target_name = inputs.get("target_name") or pre + "target_concurrency"
+    weights_name = inputs.get("weights_name", pre + "weights")
     weights = inputs.get("weights") or {}
     target = inputs.get("target_concurrency")
     if not isinstance(weights, dict):
-        raise AnsibleFilterError("%sweights=%r: must be a mapping {concurrency: weight > 0}. Fix: e.g. -e '{\"%sweights\": "
-                                 "{\"8\": 3, \"32\": 1}}'." % (pre, weights, pre))
+        raise AnsibleFilterError("%s=%r: must be a mapping {concurrency: weight > 0}. Fix: e.g. -e '{\"%s\": "
+                                 "{\"8\": 3, \"32\": 1}}'." % (weights_name, weights, weights_name))
     fixed = {}
     for key, value in weights.items():
         conc = _count(key)
@@ -82,32 +88,34 @@ def tuning_inputs(inputs):
         except (TypeError, ValueError):
             weight = 0.0
         if conc is None or weight <= 0 or isinstance(value, bool):
-            raise AnsibleFilterError("%sweights=%r: key %r / weight %r; keys are concurrency levels (integers >= 1) and weights "
-                                     "numbers > 0. Fix: e.g. -e '{\"%sweights\": {\"8\": 3, \"32\": 1}}'." % (pre, weights, key, value, pre))
+            raise AnsibleFilterError("%s=%r: key %r / weight %r; keys are concurrency levels (integers >= 1) and weights "
+                                     "numbers > 0. Fix: e.g. -e '{\"%s\": {\"8\": 3, \"32\": 1}}'."
+                                     % (weights_name, weights, key, value, weights_name))
         fixed[str(conc)] = weight
     if not fixed:
         conc = _count(target)
         if conc is None:
-            raise AnsibleFilterError("%starget_concurrency=%r, %sweights=%r: set %starget_concurrency to the concurrency the "
-                                     "service runs at (an integer >= 1, e.g. -e %starget_concurrency=32), or %sweights to "
-                                     "{concurrency: weight > 0} (e.g. -e '{\"%sweights\": {\"8\": 3, \"32\": 1}}')."
-                                     % (pre, target, pre, weights, pre, pre, pre, pre))
+            alternative = (", or %s to {concurrency: weight > 0} (e.g. -e '{\"%s\": {\"8\": 3, \"32\": 1}}')"
+                           % (weights_name, weights_name)) if weights_name else ""
+            raise AnsibleFilterError("%s=%s: set it to the concurrency the service really runs at, an integer >= 1 (e.g. -e "
+                                     "%s=32)%s; the decision is taken there."
+                                     % (target_name, "undefined" if target in (None, "") else target, target_name, alternative))
         fixed = {str(conc): 1.0}
     sweep = inputs.get("sweep")
     if not isinstance(sweep, list) or any(_count(c) is None or not isinstance(c, int) for c in sweep):
-        raise AnsibleFilterError("sglang_benchmark_concurrency=%r: must be a list of integers >= 1 given as JSON "
-                                 "(e.g. -e '{\"sglang_benchmark_concurrency\": [1, 8, 32]}'); the weighted levels are added to it."
-                                 % (sweep,))
+        raise AnsibleFilterError("sglang_benchmark_concurrency=%s must be a list of integers >= 1, given as JSON "
+                                 "(e.g. -e '{\"sglang_benchmark_concurrency\": [1, 8, 32]}'; the target concurrency and the "
+                                 "weighted levels are added to it)." % (sweep,))
     rates = inputs.get("request_rates") or []
     if rates:
-        raise AnsibleFilterError("sglang_benchmark_request_rates=%r: must be empty, the decision is taken per concurrency. "
-                                 "Fix: leave it unset for a tuning run." % (rates,))
-    trials, min_trials = inputs.get("trials"), inputs.get("min_trials")
+        raise AnsibleFilterError("sglang_benchmark_request_rates=%s must be empty: the decision is taken per concurrency. "
+                                 "Fix: leave it unset for a tuning or A/B run." % (rates,))
+    trials, min_trials = inputs.get("trials", 1), inputs.get("min_trials", 2)
     if _count(trials) is None:
         raise AnsibleFilterError("%strials=%r: must be an integer >= 1 (trials per arm)." % (pre, trials))
     if _count(min_trials) is None or int(min_trials) < 2:
         raise AnsibleFilterError("%smin_trials=%r: must be an integer >= 2 (an interval needs two trials)." % (pre, min_trials))
-    objective = inputs.get("objective")
+    objective = inputs.get("objective", "throughput")
     if objective not in ("throughput", "goodput", "tpot"):
         raise AnsibleFilterError("%sobjective=%r: must be throughput, goodput or tpot." % (pre, objective))
     if objective == "goodput" and inputs.get("slo_ttft_ms") in (None, "") and inputs.get("slo_tpot_ms") in (None, ""):
@@ -116,24 +124,29 @@ def tuning_inputs(inputs):
     levels = sorted(set(int(c) for c in sweep) | set(int(k) for k in fixed))
     top = levels[-1]
     mrr = inputs.get("max_running_requests")
-    if mrr in (None, ""):
+    sweep_name = inputs.get("sweep_name") or "The sweep"
+    arms = "both arms" if inputs.get("arms") == 2 else "every arm"
+    if inputs.get("check_server", True) is False:
+        pass
+    elif mrr in (None, ""):
         if top > SPECULATIVE_RUNNING_CAP:
             raise AnsibleFilterError(
-                "The sweep goes up to concurrency %d, but sglang_server_max_running_requests is unset: SGLang caps a "
-                "speculative-decoding server at %d running requests, so the top levels would measure the queue, not the "
-                "draft. Fix: set sglang_server_max_running_requests to at least %d, or lower the sweep."
-                % (top, SPECULATIVE_RUNNING_CAP, top))
+                "%s goes up to concurrency %d, but sglang_server_max_running_requests is unset: SGLang then caps a "
+                "speculative-decoding server at %d running requests, so a speculative arm would queue requests that the arm "
+                "without speculation decodes, and the top levels would measure the queue, not the draft. Fix: set "
+                "sglang_server_max_running_requests to at least %d (it applies to %s), or lower the sweep to %d or less."
+                % (sweep_name, top, SPECULATIVE_RUNNING_CAP, top, arms, SPECULATIVE_RUNNING_CAP))
     elif _count(mrr) is None or int(mrr) < top:
         raise AnsibleFilterError(
-            "The sweep goes up to concurrency %d, but sglang_server_max_running_requests is %r: below the sweep, every arm "
-            "queues, so the top levels would measure the queue, not the draft. Fix: set sglang_server_max_running_requests "
-            "to at least %d, or lower the sweep." % (top, mrr, top))
+            "%s goes up to concurrency %d, but sglang_server_max_running_requests=%s: above that %s queue requests "
+            "instead of decoding them, so the top levels would measure the queue, not the draft. Fix: raise "
+            "sglang_server_max_running_requests to at least %d, or lower the sweep." % (sweep_name, top, mrr, arms, top))
     workload = inputs.get("workload")
     if workload in (None, "") or workload == "auto":
         raise AnsibleFilterError(
-            "sglang_benchmark_workload=%r: a tuning run needs one workload for every arm, and auto would send random token "
-            "ids to the arm without speculative decoding and the built-in prompts to the others. Fix: use builtin (the "
-            "default here), a prompt file, directory or glob, or random-ids (its decision then carries a warning that "
+            "sglang_benchmark_workload=%r: a tuning or A/B run needs one workload for every arm, and auto would send random "
+            "token ids to the arm without speculative decoding and the built-in prompts to the others. Fix: use builtin "
+            "(the default here), a prompt file, directory or glob, or random-ids (its decision then carries a warning that "
             "synthetic prompts inflate speculative decoding)." % (workload,))
     return {"weights": fixed, "levels": levels}
 

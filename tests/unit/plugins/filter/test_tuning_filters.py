@@ -25,19 +25,20 @@ def test_weights_win_over_the_target_and_every_weighted_level_is_measured():
 
 
 @pytest.mark.parametrize("change,named", [
-    ({"target_concurrency": None}, "speculative_tuning_target_concurrency=None"),
-    ({"target_concurrency": 0}, "speculative_tuning_target_concurrency=0"),
+    ({"target_concurrency": None}, "speculative_tuning_target_concurrency=undefined: set it to the concurrency"),
+    ({"target_concurrency": 0}, "speculative_tuning_target_concurrency=0: set it"),
     ({"weights": {"8": 0}}, "speculative_tuning_weights="),
     ({"weights": {"x": 1}}, "speculative_tuning_weights="),
-    ({"sweep": [1, "4"]}, "sglang_benchmark_concurrency=[1, '4']"),
-    ({"sweep": "1,4"}, "sglang_benchmark_concurrency='1,4'"),
-    ({"request_rates": [2.0]}, "sglang_benchmark_request_rates=[2.0]"),
+    ({"sweep": [1, "4"]}, "sglang_benchmark_concurrency=[1, '4'] must be a list of integers >= 1"),
+    ({"sweep": "1,4"}, "sglang_benchmark_concurrency=1,4 must be"),
+    ({"request_rates": [2.0]}, "sglang_benchmark_request_rates=[2.0] must be empty"),
     ({"trials": 0}, "speculative_tuning_trials=0"),
     ({"min_trials": 1}, "speculative_tuning_min_trials=1"),
     ({"objective": "latency"}, "speculative_tuning_objective='latency'"),
     ({"objective": "goodput"}, "needs an SLO"),
-    ({"sweep": [1, 64]}, "sglang_server_max_running_requests is unset"),
-    ({"max_running_requests": 16}, "sglang_server_max_running_requests is 16"),
+    ({"sweep": [1, 64]}, "The sweep goes up to concurrency 64, but sglang_server_max_running_requests is unset"),
+    ({"max_running_requests": 16}, "The sweep goes up to concurrency 32, but sglang_server_max_running_requests=16: above "
+                                   "that every arm queue"),
     ({"workload": "auto"}, "sglang_benchmark_workload='auto'"),
     ({"workload": ""}, "sglang_benchmark_workload=''"),
 ])
@@ -50,6 +51,19 @@ def test_bad_input_is_refused_naming_the_variable(change, named):
 def test_the_old_prefix_can_be_named_in_errors():
     with pytest.raises(AnsibleFilterError, match="spec_tune_trials=0"):
         tuning.tuning_inputs(dict(GOOD, trials=0, prefix="spec_tune_"))
+
+
+def test_mtp_ab_names_its_own_target_and_skips_the_server_checks_for_servers_it_does_not_manage():
+    ab = {"target_concurrency": 64, "sweep": [1], "workload": "builtin", "target_name": "sglang_target_concurrency",
+          "weights_name": "", "sweep_name": "The A/B sweep", "arms": 2}
+    assert tuning.tuning_inputs(dict(ab, check_server=False)) == {"weights": {"64": 1.0}, "levels": [1, 64]}
+    with pytest.raises(AnsibleFilterError, match="The A/B sweep goes up to concurrency 64, but sglang_server_max_running_requests "
+                                                 "is unset.*it applies to both arms"):
+        tuning.tuning_inputs(ab)
+    with pytest.raises(AnsibleFilterError) as err:
+        tuning.tuning_inputs(dict(ab, target_concurrency=None))
+    assert str(err.value) == ("sglang_target_concurrency=undefined: set it to the concurrency the service really runs at, an "
+                              "integer >= 1 (e.g. -e sglang_target_concurrency=32); the decision is taken there.")
 
 
 def test_goodput_with_an_slo_and_a_sweep_at_the_cap_pass():
