@@ -240,27 +240,20 @@ ROLE_VARIABLES = (
                        'sglang_server_version_force': {'default': False, 'type': 'bool'},
                        'sglang_server_wait_ready': {'default': True, 'type': 'bool'},
                        'sglang_server_watchdog_timeout': {'type': 'int'}},
-     'speculative_tuning': {'speculative_tuning_arms': {'default': '{{ spec_tune_arms | default([]) }}', 'elements': 'dict', 'type': 'list'},
-                            'speculative_tuning_decision_path': {'default': '{{ spec_tune_decision_path | '
-                                                                            'default(sglang_server_speculative_decision_path | default(\n'
-                                                                            "   (sglang_server_config_dir | default('/etc/sglang')) ~ '/' ~ "
-                                                                            "(sglang_server_name | default('sglang-server'))\n"
-                                                                            "   ~ '.spec_decision.json')) }}",
-                                                                 'type': 'str'},
-                            'speculative_tuning_default_algorithm': {'default': "{{ spec_tune_default_algorithm | default('NEXTN') }}",
-                                                                     'type': 'str'},
-                            'speculative_tuning_fresh': {'default': '{{ spec_tune_fresh | default(false) }}', 'type': 'bool'},
-                            'speculative_tuning_min_gain': {'default': '{{ spec_tune_min_gain | default(0.0) }}', 'type': 'float'},
-                            'speculative_tuning_min_trials': {'default': '{{ spec_tune_min_trials | default(2) }}', 'type': 'int'},
+     'speculative_tuning': {'speculative_tuning_arms': {'default': [], 'elements': 'dict', 'type': 'list'},
+                            'speculative_tuning_decision_path': {'default': '{{ sglang_server_speculative_decision_path }}', 'type': 'str'},
+                            'speculative_tuning_default_algorithm': {'default': 'NEXTN', 'type': 'str'},
+                            'speculative_tuning_fresh': {'default': False, 'type': 'bool'},
+                            'speculative_tuning_min_gain': {'default': 0.0, 'type': 'float'},
+                            'speculative_tuning_min_trials': {'default': 2, 'type': 'int'},
                             'speculative_tuning_objective': {'choices': ['throughput', 'goodput', 'tpot'],
-                                                             'default': "{{ spec_tune_objective | default('throughput') }}",
+                                                             'default': 'throughput',
                                                              'type': 'str'},
-                            'speculative_tuning_plots': {'default': '{{ spec_tune_plots | default(true) }}', 'type': 'bool'},
-                            'speculative_tuning_report_only': {'default': '{{ spec_tune_report_only | default(false) }}', 'type': 'bool'},
-                            'speculative_tuning_run_id': {'default': "{{ spec_tune_run_id | default('spec-tune') }}", 'type': 'str'},
-                            'speculative_tuning_target_concurrency': {'default': '{{ spec_tune_target_concurrency | default(none) }}',
-                                                                      'type': 'int'},
+                            'speculative_tuning_plots': {'default': True, 'type': 'bool'},
+                            'speculative_tuning_report_only': {'default': False, 'type': 'bool'},
+                            'speculative_tuning_run_id': {'default': 'spec-tune', 'type': 'str'},
+                            'speculative_tuning_target_concurrency': {'type': 'int'},
                             'speculative_tuning_title': {'default': 'Speculative decoding tuning on {{ inventory_hostname }}', 'type': 'str'},
-                            'speculative_tuning_trials': {'default': '{{ spec_tune_trials | default(3) }}', 'type': 'int'},
-                            'speculative_tuning_weights': {'default': '{{ spec_tune_weights | default({}) }}', 'type': 'dict'}}}
+                            'speculative_tuning_trials': {'default': 3, 'type': 'int'},
+                            'speculative_tuning_weights': {'default': {}, 'type': 'dict'}}}
 )
