@@ -11,9 +11,9 @@ module: spec_tune
 short_description: Plan, record and decide a speculative-decoding tuning run (state file on the controller)
 version_added: "1.1.0"
 description:
-  - The bookkeeping of C(playbooks/spec_tune.yml), run on the controller. The playbook serves each arm (a speculative
-    configuration) through the C(sglang_server) role, verifies it with C(speculative_check), benchmarks it with the
-    C(sglang_benchmark) role once per trial, and calls this module between those steps.
+  - The bookkeeping of the C(speculative_tuning) role (C(playbooks/spec_tune.yml)), run on the controller. The role serves
+    each arm (a speculative configuration) through the C(sglang_server) role, verifies it with C(speculative_check),
+    benchmarks it with the C(sglang_benchmark) role once per trial, and calls this module between those steps.
   - O(action=plan) normalizes and orders the arms (the configuration already running first, then simplest first), opens
     or creates the state file and returns the arms still to run with their finished trials, and an ETA from the arms
     measured so far. A state file written for another setup (host, SGLang version, levels, objective, workload, ...) is
@@ -125,6 +125,10 @@ options:
     description: Title of C(decision.md) and the plot.
     type: str
     default: Speculative decoding tuning
+  tuned_on:
+    description: With O(action=decide), the inventory name of the host the arms were measured on, kept in the returned C(record).
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -214,6 +218,20 @@ markdown:
   description: (decide) C(decision.md).
   returned: always
   type: str
+summary:
+  description:
+    - (plan) lines to show - the state file, one C(<key> | <status> | <trials done>) per arm, the levels, objective,
+      weights and ETA; a list of str.
+    - (record) one line - the trial's output throughput (tok/s) per level, whether the comparison is clear, the speedup
+      against every finished arm; a str.
+  returned: always
+  type: raw
+record:
+  description: (decide) what to record in the decision file on the host - C(arm), C(server_vars), C(time), C(objective),
+    C(weights), C(basis), C(significant), C(category_acceptance), C(evidence), C(speedup_table), C(fingerprint),
+    C(report_dir), C(tuned_on) (read back by the C(sglang_server) role with C(sglang_server_speculative_from_decision)).
+  returned: always
+  type: dict
 """
 
 import datetime
@@ -241,9 +259,9 @@ def load_state(path):
         try:
             state = json.load(fh)
         except ValueError as exc:
-            raise ValueError("state file %s is not JSON (%s). Fix: move it away, or run with spec_tune_fresh=true." % (path, exc))
+            raise ValueError("state file %s is not JSON (%s). Fix: move it away, or run with speculative_tuning_fresh=true." % (path, exc))
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION or not isinstance(state.get("arms"), dict):
-        raise ValueError("state file %s is not a spec_tune state (version %s). Fix: move it away, or run with spec_tune_fresh=true."
+        raise ValueError("state file %s is not a spec_tune state (version %s). Fix: move it away, or run with speculative_tuning_fresh=true."
                          % (path, STATE_VERSION))
     return state
 
@@ -293,7 +311,7 @@ def plan(p, check_mode):
         if diff:
             changes = "; ".join("%s was %r, now %r" % (k, state["fingerprint"].get(k), p["fingerprint"].get(k)) for k in diff)
             raise ValueError("state file %s belongs to another tuning setup: %s differ (%s). Its measurements cannot be mixed with "
-                             "this run's. Fix: restore the setup, use another spec_tune_run_id, or start over with spec_tune_fresh=true."
+                             "this run's. Fix: restore the setup, use another speculative_tuning_run_id, or start over with speculative_tuning_fresh=true."
                              % (path, ", ".join(diff), changes))
     else:
         state = {"version": STATE_VERSION, "fingerprint": p["fingerprint"], "created": _utcnow(), "arms": {}, "decision": None}
@@ -310,7 +328,25 @@ def plan(p, check_mode):
     pending = [a for a in out if a["status"] in ("pending", "partial")]
     durations = [e["duration_s"] for e in state["arms"].values() if e.get("done") and e.get("duration_s")]
     eta = (sum(durations) / len(durations)) * len(pending) if durations else None
-    return {"arms": out, "pending": pending, "eta_s": eta, "moved_to": moved, "running_key": running_key, "state_file": path}
+    summary = ["state: %s%s" % (path, " (old one moved to %s)" % moved if moved else "")]
+    summary += ["%s | %s | %d" % (a["key"], a["status"], a["trials_done"]) for a in out]
+    summary.append("levels: %s; objective %s weighted %s; ETA: %s" % (
+        ", ".join(str(c) for c in (p.get("fingerprint") or {}).get("levels") or []), p.get("objective") or "throughput",
+        json.dumps(p.get("weights") or {}, sort_keys=True), "~%.0f s" % eta if eta is not None else "unknown until the first arm finishes"))
+    return {"arms": out, "pending": pending, "eta_s": eta, "moved_to": moved, "running_key": running_key, "state_file": path,
+            "summary": summary}
+
+
+def trial_summary(arm, trial, records, clear, trials_done, evidence):
+    """One line per recorded trial: ``<arm> trial <n>: <concurrency>: <tok/s>, ... tok/s; <clear or not>; <speedups>``.
+
+    :param records: serving_benchmark records (``max_concurrency``, ``output_throughput`` tok/s) of the trial.
+    :param evidence: ``[{"against": arm key, "speedup": float}, ...]`` as :func:`record` returns it.
+    """
+    levels = ", ".join("%s: %s" % (r.get("max_concurrency"), round(float(r.get("output_throughput") or 0), 1)) for r in records)
+    verdict = ("clear after %d trials, the remaining ones are skipped" % trials_done) if clear else "not clear yet"
+    against = ["%s x%s" % (e.get("against", "?"), round(float(e.get("speedup", 0)), 3)) for e in evidence]
+    return "%s trial %s: %s tok/s; %s %s" % (arm, trial, levels, verdict, against)
 
 
 def _weights(p):
@@ -371,7 +407,8 @@ def record(p, check_mode):
             clear = bool(verdicts) and all(verdicts)
         except sd.SpecDecisionError as exc:
             evidence.append({"error": str(exc)})
-    return {"early_stop": clear, "trials_done": len(done), "evidence": evidence}
+    return {"early_stop": clear, "trials_done": len(done), "evidence": evidence,
+            "summary": trial_summary(p["arm"], p["trial"], p["records"], clear, len(done), evidence)}
 
 
 def finish(p, check_mode):
@@ -535,7 +572,12 @@ def decide(p, check_mode):
                                  decision["baseline"])
                     content["speedup.png"] = read_back(png)
             files = write_report_files(p["report_dir"], content)[0]
-    return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files}
+    record = {"arm": winner, "server_vars": winner_vars, "time": decision["time"], "objective": decision["objective"],
+              "weights": decision["weights"], "basis": decision["basis"], "significant": decision["significant"],
+              "category_acceptance": decision["category_acceptance"], "evidence": decision["arms"],
+              "speedup_table": decision["speedup_table"], "fingerprint": decision["fingerprint"],
+              "report_dir": p.get("report_dir"), "tuned_on": p.get("tuned_on") or ""}
+    return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files, "record": record}
 
 
 def main():
@@ -562,6 +604,7 @@ def main():
             report_dir=dict(type="path"),
             plots=dict(type="bool", default=True),
             title=dict(type="str", default="Speculative decoding tuning"),
+            tuned_on=dict(type="str", default=""),
         ),
         required_if=[("action", "record", ["arm", "trial"]), ("action", "finish", ["arm"])],
         supports_check_mode=True,
@@ -577,7 +620,7 @@ def main():
         module.fail_json(msg="spec_tune %s: %s" % (p["action"], exc))
     except ImportError as exc:
         module.fail_json(msg="spec_tune decide: cannot draw speedup.png (%s). Fix: install matplotlib for the controller's Python "
-                             "or set spec_tune_plots=false." % exc)
+                             "or set speculative_tuning_plots=false." % exc)
     result.setdefault("arms", [])
     result.setdefault("pending", [])
     result.setdefault("eta_s", None)
@@ -588,6 +631,8 @@ def main():
     result.setdefault("winner_vars", {})
     result.setdefault("files", [])
     result.setdefault("markdown", "")
+    result.setdefault("summary", [] if p["action"] == "plan" else "")
+    result.setdefault("record", {})
     result["elapsed_s"] = round(time.time() - started, 3)
     module.exit_json(changed=False, **result)
 

@@ -44,15 +44,19 @@ PUBLISHED_FACTS = {
         "the rendered launch arguments (_sglang/launch.py)"),
     "sglang_server_description": ("sglang_server tasks/validate.yml", "docs/sglang_server.md", "the checked server description"),
     "sglang_server_expected": (
-        "sglang_server tasks/validate.yml", "roles/speculative_check, playbooks/benchmark.yml, playbooks/tasks/spec_tune_verify.yml",
+        "sglang_server tasks/validate.yml", "roles/speculative_check, playbooks/benchmark.yml, speculative_tuning tasks/verify.yml",
         "what the running server must report (speculative_check)"),
     "sglang_server_needs_rollout": ("sglang_server tasks/plan.yml", "playbooks/serve.yml", "bool: this host's unit changes"),
     "sglang_server_rollout_reasons": ("sglang_server tasks/plan.yml", "playbooks/serve.yml", "why the unit changes"),
     "sglang_benchmark_result": (
-        "sglang_benchmark (register)", "playbooks/mtp_ab.yml, playbooks/tasks/spec_tune_trial.yml", "the serving_benchmark result"),
+        "sglang_benchmark (register)", "playbooks/mtp_ab.yml, speculative_tuning tasks/trial.yml", "the serving_benchmark result"),
     "sglang_benchmark_ab_decision": ("playbooks/mtp_ab.yml", "playbooks/mtp_ab.yml, docs/benchmark.md", "the MTP on/off decision"),
     "sglang_benchmark_ab_off": ("playbooks/mtp_ab.yml", "playbooks/mtp_ab.yml", "the speculative-off arm's result"),
     "sglang_benchmark_ab_on": ("playbooks/mtp_ab.yml", "playbooks/mtp_ab.yml", "the speculative-on arm's result"),
-    "spec_tune_decision": ("playbooks/spec_tune.yml", "playbooks/spec_tune.yml, docs/spec_tune.md", "the tuning decision"),
-    "spec_tune_decision_record": ("playbooks/spec_tune.yml", "playbooks/spec_tune_fleet.yml", "the decision file's record"),
+    "speculative_tuning_decision": ("speculative_tuning tasks/decide.yml", "docs/spec_tune.md", "the tuning decision"),
+    "speculative_tuning_decision_record": (
+        "speculative_tuning tasks/decide.yml", "playbooks/spec_tune_fleet.yml", "the decision file's record"),
+    "spec_tune_decision": ("playbooks/spec_tune.yml", "plays of your own (deprecated alias)", "speculative_tuning_decision"),
+    "spec_tune_decision_record": (
+        "playbooks/spec_tune.yml", "plays of your own (deprecated alias)", "speculative_tuning_decision_record"),
 }

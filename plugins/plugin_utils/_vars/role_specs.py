@@ -17,7 +17,7 @@ Standard library only (nothing but literals); read by plugins/plugin_utils/_vars
 from __future__ import annotations
 
 ROLES = (
-    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server', 'speculative_check')
+    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server', 'speculative_check', 'speculative_tuning')
 )
 
 ROLE_VARIABLES = (
@@ -262,5 +262,21 @@ ROLE_VARIABLES = (
                            'speculative_check_ready_timeout': {'type': 'int'},
                            'speculative_check_url': {'default': "http://{{ sglang_server_health_host | default('127.0.0.1') }}:{{ "
                                                                 'sglang_server_port | default(30000) }}',
-                                                     'type': 'str'}}}
+                                                     'type': 'str'}},
+     'speculative_tuning': {'speculative_tuning_arms': {'default': [], 'elements': 'dict', 'type': 'list'},
+                            'speculative_tuning_decision_path': {'default': '{{ sglang_server_speculative_decision_path }}', 'type': 'str'},
+                            'speculative_tuning_default_algorithm': {'default': 'NEXTN', 'type': 'str'},
+                            'speculative_tuning_fresh': {'default': False, 'type': 'bool'},
+                            'speculative_tuning_min_gain': {'default': 0.0, 'type': 'float'},
+                            'speculative_tuning_min_trials': {'default': 2, 'type': 'int'},
+                            'speculative_tuning_objective': {'choices': ['throughput', 'goodput', 'tpot'],
+                                                             'default': 'throughput',
+                                                             'type': 'str'},
+                            'speculative_tuning_plots': {'default': True, 'type': 'bool'},
+                            'speculative_tuning_report_only': {'default': False, 'type': 'bool'},
+                            'speculative_tuning_run_id': {'default': 'spec-tune', 'type': 'str'},
+                            'speculative_tuning_target_concurrency': {'type': 'int'},
+                            'speculative_tuning_title': {'default': 'Speculative decoding tuning on {{ inventory_hostname }}', 'type': 'str'},
+                            'speculative_tuning_trials': {'default': 3, 'type': 'int'},
+                            'speculative_tuning_weights': {'default': {}, 'type': 'dict'}}}
 )

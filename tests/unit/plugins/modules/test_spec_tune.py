@@ -49,12 +49,17 @@ def test_plan_resume_early_stop_and_decision(capsys, tmp_path):
     out = run(capsys, dict(rec, arm="off", trial=2, records=recs(110.5, 1901)))
     assert out["early_stop"] is True and out["evidence"][0]["against"] == "NEXTN-s1-k1-d2"
     assert out["evidence"][0]["high"] < 1.0
+    # the trial line: mean off 110.25 vs mean 135 -> 110.25 / 135 = 0.8167
+    assert out["summary"] == ("off trial 2: 1: 110.5, 32: 1901.0 tok/s; clear after 2 trials, the remaining ones are skipped "
+                              "['NEXTN-s1-k1-d2 x0.817']")
     run(capsys, dict(base, action="finish", arm="off", duration_s=60.0))
     # third arm interrupted after one trial: a new plan resumes it, finished arms are not run again
     run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=1, records=recs(215, 2030, 4.0)))
     plan = run(capsys, dict(base, action="plan", arms=ARMS, running=running))
     assert [(a["key"], a["status"], a["trials_done"]) for a in plan["pending"]] == [("NEXTN-s3-k1-d4", "partial", 1)]
     assert plan["eta_s"] == pytest.approx(80.0)   # mean of 100 s and 60 s, one arm left
+    assert plan["summary"] == ["state: " + state, "NEXTN-s1-k1-d2 | done | 3", "off | done | 2", "NEXTN-s3-k1-d4 | partial | 1",
+                               "levels: 1, 32; objective throughput weighted {}; ETA: ~80 s"]
     run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=2, records=recs(214, 2028, 4.0)))
     run(capsys, dict(base, action="finish", arm="NEXTN-s3-k1-d4", duration_s=90.0))
     report = tmp_path / "report"
@@ -66,6 +71,11 @@ def test_plan_resume_early_stop_and_decision(capsys, tmp_path):
     saved = json.loads((report / "decision.json").read_text())
     assert saved["winner"] == "NEXTN-s3-k1-d4" and saved["winner_arm"]["speculative_num_steps"] == 3
     assert "**Winner: `NEXTN-s3-k1-d4`**" in out["markdown"]
+    # what the role records on the host: the winner, its server variables, where it was measured
+    record = out["record"]
+    assert record["arm"]["key"] == "NEXTN-s3-k1-d4" and record["server_vars"] == out["winner_vars"]
+    assert (record["report_dir"], record["tuned_on"], record["fingerprint"]) == (str(report), "", FP)
+    assert record["time"] == out["decision"]["time"] and record["significant"] is True
     # deciding again without new measurements keeps the decision's time (the host's decision file stays unchanged)
     again = run(capsys, dict(base, action="decide", weights=w, report_dir=str(report), plots=False))
     assert again["decision"]["time"] == out["decision"]["time"]
@@ -76,7 +86,7 @@ def test_fingerprint_mismatch_is_refused_and_fresh_moves_the_state(capsys, tmp_p
     run(capsys, {"action": "plan", "state_file": state, "fingerprint": FP})
     other = dict(FP, sglang_version="0.5.10")
     out = run(capsys, {"action": "plan", "state_file": state, "fingerprint": other}, fail=True)
-    assert "sglang_version was '0.5.9', now '0.5.10'" in out["msg"] and "spec_tune_fresh=true" in out["msg"]
+    assert "sglang_version was '0.5.9', now '0.5.10'" in out["msg"] and "speculative_tuning_fresh=true" in out["msg"]
     out = run(capsys, {"action": "plan", "state_file": state, "fingerprint": other, "fresh": True})
     assert out["moved_to"].startswith(state + ".")
     # the default grid for the reference model
