@@ -21,10 +21,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
 from ansible_collections.llmops.sglang.plugins.module_utils._tune.decision import SpecDecisionError, tuned_settings
-
-#: SGLang caps a speculative-decoding server at this many running requests when --max-running-requests is unset.
-SPECULATIVE_RUNNING_CAP = 48
 
 #: The keys of an arm (and of the running configuration), without the ``sglang_server_`` prefix.
 ARM_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -129,13 +127,13 @@ def tuning_inputs(inputs):
     if inputs.get("check_server", True) is False:
         pass
     elif mrr in (None, ""):
-        if top > SPECULATIVE_RUNNING_CAP:
+        if top > SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT:
             raise AnsibleFilterError(
                 "%s goes up to concurrency %d, but sglang_server_max_running_requests is unset: SGLang then caps a "
                 "speculative-decoding server at %d running requests, so a speculative arm would queue requests that the arm "
                 "without speculation decodes, and the top levels would measure the queue, not the draft. Fix: set "
                 "sglang_server_max_running_requests to at least %d (it applies to %s), or lower the sweep to %d or less."
-                % (sweep_name, top, SPECULATIVE_RUNNING_CAP, top, arms, SPECULATIVE_RUNNING_CAP))
+                % (sweep_name, top, SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT, top, arms, SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT))
     elif _count(mrr) is None or int(mrr) < top:
         raise AnsibleFilterError(
             "%s goes up to concurrency %d, but sglang_server_max_running_requests=%s: above that %s queue requests "
