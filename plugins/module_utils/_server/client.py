@@ -68,16 +68,19 @@ class SGLangHTTPError(Exception):
 
 
 class SGLangNotReady(SGLangHTTPError):
-    """The readiness wait ran out of time. ``attempts`` is the list of ``{"t_s", "status", "reason"}`` polls."""
+    """The readiness wait gave up. ``attempts`` is the list of ``{"t_s", "status", "reason"}`` polls; ``cause`` says why:
+    ``"timeout"`` (no 200 in time), ``"status"`` (an HTTP status that is not retried) or ``"watch"`` (the ``watch``
+    callback of :meth:`SGLangClient.wait_ready` stopped the wait, e.g. the server's systemd unit failed)."""
 
-    def __init__(self, message, url=None, status=None, body=None, reason=None, attempts=None, elapsed_s=None):
+    def __init__(self, message, url=None, status=None, body=None, reason=None, attempts=None, elapsed_s=None, cause="timeout"):
         super(SGLangNotReady, self).__init__(message, url=url, status=status, body=body, reason=reason)
         self.attempts = attempts or []
         self.elapsed_s = elapsed_s
+        self.cause = cause
 
     def as_dict(self):
         result = super(SGLangNotReady, self).as_dict()
-        result.update(attempts=self.attempts, elapsed_s=self.elapsed_s, status_counts=status_counts(self.attempts))
+        result.update(attempts=self.attempts, elapsed_s=self.elapsed_s, status_counts=status_counts(self.attempts), cause=self.cause)
         return result
 
 
@@ -315,12 +318,17 @@ class SGLangClient(object):
         """One poll of ``path``; returns the request() dict (status 200 = ready, 503 = starting)."""
         return self.request("GET", path, timeout=timeout)
 
-    def wait_ready(self, timeout_s=600.0, interval_s=5.0, path="/health", sleep=time.sleep, clock=time.monotonic):
+    def wait_ready(self, timeout_s=600.0, interval_s=5.0, path="/health", sleep=time.sleep, clock=time.monotonic, watch=None):
         """Poll ``path`` until it answers 200, retrying 503s and connection failures until ``timeout_s``.
 
         Returns ``{"ready": True, "elapsed_s", "attempts": [{"t_s", "status", "reason"}], "status_counts"}``.
         Raises SGLangNotReady after ``timeout_s`` seconds with every status seen, the last reason and body.
         Statuses other than 200/503/-1 (e.g. 401 for a wrong API key, 404 for a wrong URL) are not retried.
+
+        ``watch``: optional callable ``answer -> None | str``, called after every poll with the request() dict of that poll
+        (the server's systemd unit is checked this way by ``llmops.sglang.sglang_ready``). A 200 answer is ready whatever it
+        returns; otherwise a non-empty str stops the wait at once with SGLangNotReady(cause="watch") whose message is that
+        str (checked before the status and the time).
         """
         start = clock()
         attempts = []
@@ -330,15 +338,19 @@ class SGLangClient(object):
             per_call = max(1.0, min(self.timeout, remaining)) if remaining > 0 else 1.0
             answer = self.health(path, timeout=per_call)
             attempts.append({"t_s": round(clock() - start, 3), "status": answer["status"], "reason": answer["reason"]})
+            verdict = watch(answer) if watch is not None else None
             if answer["status"] == 200:
                 return {"ready": True, "elapsed_s": round(clock() - start, 3), "attempts": attempts,
                         "status_counts": status_counts(attempts)}
+            if verdict:
+                raise SGLangNotReady(verdict, url=answer["url"], status=answer["status"], body=answer["body"][:2000],
+                                     reason=answer["reason"], attempts=attempts, elapsed_s=round(clock() - start, 3), cause="watch")
             if answer["status"] not in (503, NO_RESPONSE):
                 raise SGLangNotReady(
                     "readiness: %s answered HTTP %s, which is not retried (503 and connection failures are); "
                     "check the url and api_key. Body: %s" % (answer["url"], answer["status"], answer["body"][:300]),
                     url=answer["url"], status=answer["status"], body=answer["body"][:2000], reason=answer["reason"],
-                    attempts=attempts, elapsed_s=round(clock() - start, 3))
+                    attempts=attempts, elapsed_s=round(clock() - start, 3), cause="status")
             elapsed = clock() - start
             if elapsed + interval_s > timeout_s:
                 raise SGLangNotReady(

@@ -182,15 +182,10 @@ def test_no_api_key_keeps_the_plain_launch():
     assert "SGLANG_SERVER_API_KEY" not in argv
 
 
-def test_readiness_probe_reads_back_what_the_secret_file_writer_quoted(tmp_path):
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[5] / "roles" / "sglang_server" / "files" / "sglang_wait_ready.py"
-    spec = importlib.util.spec_from_file_location("sglang_wait_ready", str(path))
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+def test_readiness_module_reads_back_what_the_secret_file_writer_quoted(tmp_path):
+    from ansible_collections.llmops.sglang.plugins.module_utils._server import systemd
     keys = {"A": "plain-1", "B": "with space $X", "C": "it's \"q\" `x` \\ $Y"}
     env_file = tmp_path / "s.env"
     env_file.write_text("# comment\n" + "\n".join(sd.systemd_env_file(keys, {})) + "\n")
-    assert probe.read_env_file(str(env_file)) == keys
-    assert probe.read_env_file(str(tmp_path / "missing")) == {}
+    assert systemd.read_env_file(str(env_file)) == keys
+    assert systemd.read_env_file(str(tmp_path / "missing")) == {}
