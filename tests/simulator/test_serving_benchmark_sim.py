@@ -82,6 +82,7 @@ def test_single_stream_mtp_on_135_accept_2(sglang_sim):
     assert rec["spec_verify_ct"] == 150                           # 3 requests x 100 tokens / 2 per verify step
 
 
+@pytest.mark.timing
 def test_ab_decisions_at_1_and_64(sglang_sim):
     sweeps = {}
     for name, args in (("off", OFF_ARGS), ("on", ON_ARGS)):
@@ -264,6 +265,7 @@ def ab_servers(sim_server_cls, tmp_path_factory):
         on.stop()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("target,winner", [(1, "mtp_on"), (64, "mtp_off")])
 def test_mtp_ab_playbook_table_crossover_decision(ab_servers, tmp_path, target, winner):
     off, on = ab_servers

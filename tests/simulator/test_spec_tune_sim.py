@@ -86,6 +86,7 @@ def tune(sglang_sim, state_file, arms, levels, out_len, weights, env=None, trial
     return trials_run
 
 
+@pytest.mark.timing
 def test_tuner_finds_the_hand_computed_best_arm_at_low_and_high_concurrency(sglang_sim, tmp_path):
     state = str(tmp_path / "state.json")
     ran = tune(sglang_sim, state, ARMS, [(1, 2), (64, 64)], 32, {"1": 1})
@@ -111,6 +112,7 @@ def test_tuner_finds_the_hand_computed_best_arm_at_low_and_high_concurrency(sgla
     assert table[64]["low"] < table[64]["speedup"] < table[64]["high"]
 
 
+@pytest.mark.timing
 def test_identical_timing_is_no_significant_difference(sglang_sim, tmp_path):
     state = str(tmp_path / "state.json")
     arms = ARMS[:2]
