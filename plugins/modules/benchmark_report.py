@@ -20,7 +20,8 @@ description:
     prompt workload C(accept_length_by_category.png) (accept length per category and level, p10-p90 whiskers).
   - With O(baseline_records) it also compares the two runs level by level (speedup = O(records) output throughput /
     O(baseline_records) output throughput), finds the crossover concurrency (speedup 1.0, interpolated in log2
-    concurrency), decides the winner at O(target_concurrency), and writes C(ab_summary.json), C(ab_summary.md),
+    concurrency), decides the winner at O(target_concurrency) with the tuner's decision engine (the one
+    M(llmops.sglang.spec_tune) uses: two arms, one sweep each, a point estimate), and writes C(ab_summary.json), C(ab_summary.md),
     C(ab_throughput.png), C(ab_speedup.png) and, for a prompt workload, C(ab_speedup_by_category.png) (per-request
     decode speedup per category and level). When either run used synthetic prompts (C(random-ids)) with speculative
     decoding, the decision's reason and the report carry that warning.
@@ -71,8 +72,9 @@ options:
     type: str
     default: mtp_on
   target_concurrency:
-    description: Concurrency the service really runs at; the A/B decision is taken there (measured, log2-interpolated
-      between neighbouring levels, or the nearest level when outside the sweep).
+    description: Concurrency the service really runs at; the A/B decision is taken there. It must be one of the
+      measured levels, without failed requests in either run (C(playbooks/mtp_ab.yml) adds it to the sweep); a speedup
+      is never interpolated or extrapolated into a decision. Otherwise the module fails naming the level and the fix.
     type: float
   min_gain:
     description: The candidate wins only when its speedup exceeds 1 + this fraction (0.02 = 2 %). A tie keeps the baseline.
@@ -136,8 +138,9 @@ summary:
   elements: dict
 ab:
   description: The A/B comparison (C(levels) with C(speedup) per level and C(categories) (per category
-    C(decode_speedup)), C(crossover), C(decision) with C(winner), C(winner_is_candidate), C(speedup), C(basis),
-    C(reason) and C(warnings)), C(warnings); empty without O(baseline_records).
+    C(decode_speedup)), C(crossover), C(decision) with C(winner), C(winner_is_candidate), C(speedup), C(basis)
+    (C(measured)), C(reason), C(warnings) and C(engine) (the decision engine's result: C(basis), C(point_estimate),
+    per-arm C(arms) with C(mean))), C(warnings); empty without O(baseline_records).
   returned: always
   type: dict
 """

@@ -19,9 +19,11 @@ A/B maths (:func:`compare`): levels of the two runs are matched by ``max_concurr
 output_throughput at the same level. The crossover is where the speedup falls to 1.0: the first
 pair of adjacent levels with speedup > 1 then <= 1, interpolated linearly in log2(concurrency)
 (concurrency sweeps are geometric); ``crossover_level`` is the first measured level at or past it.
-The decision at ``target`` uses the measured speedup at that level, or the log2-interpolated one
-between the two neighbouring levels (the nearest level's value, flagged ``extrapolated``, outside the
-measured range). The candidate wins when speedup > 1 + ``min_gain``; a tie keeps the baseline.
+The decision at ``target`` is the tuner's (:func:`_tune.decision.decide`, the one decision engine): the two runs
+are two arms with one trial each (weights ``{target: 1}``, the baseline the simpler arm), decided on the point
+estimate of the speedup measured at ``target``: the candidate wins when speedup > 1 + ``min_gain``; a tie keeps
+the baseline. The target must be a measured level without failed requests in either run (the tuner's rule; the
+playbook adds it to the sweep): a speedup is never interpolated or extrapolated into a decision.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import json
 import math
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import BENCH_SERVING_KEYS, EXTRA_KEYS
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as tune_decision
 
 CONFIG_KEYS = ("tag", "backend", "dataset_name", "request_rate", "max_concurrency", "sharegpt_output_len",
                "random_input_len", "random_output_len", "random_range_ratio", "server_info")
@@ -336,12 +339,6 @@ def _log2(x):
     return math.log(x, 2)
 
 
-def _interp_log2(x, x1, y1, x2, y2):
-    if x1 == x2:
-        return y1
-    return y1 + (y2 - y1) * (_log2(x) - _log2(x1)) / (_log2(x2) - _log2(x1))
-
-
 def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_off", candidate_label="mtp_on"):
     """A/B comparison of two sweeps (lists of records) on the same levels.
 
@@ -352,13 +349,15 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
       candidate_median_tpot_ms, candidate_accept_length, winner}``, sorted by coordinate;
       ``crossover``: ``{concurrency (float, interpolated) or None, level (first measured level where
       the candidate no longer wins) or None, note}``;
-      ``decision``: ``{target, speedup, basis ("measured"|"interpolated"|"extrapolated"), winner
-      (label), winner_is_candidate (bool), min_gain, reason}`` or None without ``target``.
+      ``decision``: ``{target, speedup, basis ("measured"), winner (label), winner_is_candidate (bool), min_gain,
+      reason, engine}`` or None without ``target``; ``engine`` is the tuner's decision
+      (:func:`_tune.decision.decide` with ``point_estimate=True``: its ``basis``, ``arms`` with per-arm means).
 
     Levels with no completed request on either side are listed with ``speedup`` None and ignored by
-    the crossover and decision. Raises ReportError when the runs share no level, a run repeats a level coordinate
-    (a sweep over both concurrency and request rate), ``min_gain`` < 0, or ``target`` is given for runs that
-    swept request rates (the decision is per concurrency).
+    the crossover. Raises ReportError when the runs share no level, a run repeats a level coordinate
+    (a sweep over both concurrency and request rate), ``min_gain`` < 0, ``target`` is given for runs that
+    swept request rates (the decision is per concurrency), or ``target`` is not a whole concurrency measured without
+    failed requests in both runs (the engine's message names the level and the fix).
     """
     if min_gain is None or min_gain < 0:
         raise ReportError("min_gain must be >= 0 (fraction, e.g. 0.02 for 2 %%), got %r" % (min_gain,))
@@ -417,7 +416,7 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
             raise ReportError("the decision is taken at a concurrency (target %s), but the runs swept request rates %s req/s "
                               "with no max_concurrency; sweep sglang_benchmark_concurrency instead (and leave "
                               "sglang_benchmark_request_rates empty)" % (_fmt(target), ", ".join(rates)))
-        decision = _decide(valid, target, min_gain, baseline_label, candidate_label)
+        decision = _decide(baseline, candidate, target, min_gain, baseline_label, candidate_label)
     warnings = run_warnings(list(baseline) + list(candidate))
     if decision is not None and warnings:
         decision["warnings"] = warnings
@@ -441,29 +440,37 @@ def _category_speedups(b, c):
     return out
 
 
-def _decide(valid, target, min_gain, baseline_label, candidate_label):
-    if target <= 0:
-        raise ReportError("target concurrency must be >= 1, got %r" % (target,))
-    if not valid:
-        raise ReportError("no level completed requests in both runs; cannot decide for concurrency %s" % _fmt(target))
-    exact = [r for r in valid if r["level"] == target]
-    if exact:
-        sp, basis = exact[0]["speedup"], "measured"
-    elif target < valid[0]["level"]:
-        sp, basis = valid[0]["speedup"], "extrapolated"
-    elif target > valid[-1]["level"]:
-        sp, basis = valid[-1]["speedup"], "extrapolated"
-    else:
-        lo = max((r for r in valid if r["level"] < target), key=lambda r: r["level"])
-        hi = min((r for r in valid if r["level"] > target), key=lambda r: r["level"])
-        sp, basis = _interp_log2(target, lo["level"], lo["speedup"], hi["level"], hi["speedup"]), "interpolated"
-    wins = sp > 1.0 + min_gain
-    winner = candidate_label if wins else baseline_label
+def _decide(baseline, candidate, target, min_gain, baseline_label, candidate_label):
+    """The A/B decision at ``target`` by the tuner's engine: two arms, one trial (sweep) each, point estimate."""
+    if target <= 0 or float(target) != int(target):
+        raise ReportError("target concurrency must be a whole number >= 1, got %r" % (target,))
+    target = int(target)
+    if baseline_label == candidate_label:
+        raise ReportError("baseline_label and candidate_label are both %r; give the two arms different labels" % (baseline_label,))
+    for label, recs in ((baseline_label, baseline), (candidate_label, candidate)):
+        levels = sorted(int(r["max_concurrency"]) for r in recs if r.get("max_concurrency") is not None)
+        if target not in levels:
+            raise ReportError("no decision at concurrency %d: the %s run did not measure it (levels %s); a speedup is never "
+                              "interpolated into a decision. Fix: add %d to the sweep (playbooks/mtp_ab.yml adds "
+                              "sglang_target_concurrency itself)" % (target, label, levels, target))
+    arms = [{"arm": {"key": baseline_label, "name": baseline_label}, "trials": [list(baseline)]},
+            {"arm": {"key": candidate_label, "name": candidate_label}, "trials": [list(candidate)]}]
+    try:
+        engine = tune_decision.decide(arms, "throughput", {target: 1.0}, min_gain, point_estimate=True,
+                                      simpler_first=[baseline_label, candidate_label])
+    except tune_decision.SpecDecisionError as exc:
+        raise ReportError("no decision at concurrency %s: %s" % (_fmt(target), exc))
+    if len(engine["arms"]) < 2:
+        raise ReportError("no decision at concurrency %s: only %s has a usable measurement there (%s)"
+                          % (_fmt(target), engine["winner"], "; ".join(engine["problems"])))
+    by_key = dict((a["key"], a) for a in engine["arms"])
+    sp = by_key[candidate_label]["vs_baseline"]["speedup"]
+    wins = engine["winner"] == candidate_label
     reason = ("at concurrency %s the %s speedup of %s over %s is %.3f (%s); %s needs > %.3f to win, so %s"
-              % (_fmt(target), "output-throughput", candidate_label, baseline_label, sp, basis, candidate_label,
-                 1.0 + min_gain, winner))
-    return {"target": target, "speedup": sp, "basis": basis, "winner": winner, "winner_is_candidate": wins,
-            "min_gain": min_gain, "reason": reason}
+              % (_fmt(target), "output-throughput", candidate_label, baseline_label, sp, "measured", candidate_label,
+                 1.0 + min_gain, engine["winner"]))
+    return {"target": target, "speedup": sp, "basis": "measured", "winner": engine["winner"], "winner_is_candidate": wins,
+            "min_gain": min_gain, "reason": reason, "engine": engine}
 
 
 def ab_markdown(ab):
@@ -486,6 +493,9 @@ def ab_markdown(ab):
     if ab.get("decision"):
         lines.append("")
         lines.append("Decision: **%s** (%s)" % (ab["decision"]["winner"], ab["decision"]["reason"]))
+        if ab["decision"].get("engine"):
+            lines.append("")
+            lines.append("Decision engine (the tuner's, spec_tune): %s" % ab["decision"]["engine"]["basis"])
     cats = [(r["level"], cat, v) for r in ab["levels"] for cat, v in sorted((r.get("categories") or {}).items())]
     if cats:
         lines += ["", "Per category (per-request decode speed, %s / %s):" % (cl, bl), "",

@@ -301,13 +301,20 @@ def level_values(trials, concurrency, objective="throughput"):
 # the decision
 # ------------------------------------------------------------------------------------------------------
 
-def decide(results, objective="throughput", weights=None, min_gain=0.0):
-    """Pick the arm to serve.
+def decide(results, objective="throughput", weights=None, min_gain=0.0, point_estimate=False, simpler_first=None):
+    """Pick the arm to serve. The one decision engine: ``spec_tune`` (N arms, repeated trials) and the MTP A/B
+    (``benchmark_report`` with baseline and candidate records: two arms, one sweep each) both decide here.
 
     ``results``: list of ``{"arm": normalized arm, "trials": [records of one sweep, ...]}``. Every arm's per-trial
     objective (:func:`objective_value`) is computed; the best arm is the one with the best mean. Then, simplest arm
     first (:func:`simplicity`), the first arm that the best arm does not beat significantly (the 95 % interval of
     best/arm reaches down to ``1 + min_gain``) is chosen: with "no significant difference" the simpler arm stays.
+
+    ``point_estimate``: where a comparison has no interval (an arm with one trial), decide on the point estimate
+    (best/arm mean ratio > ``1 + min_gain`` or not) instead of keeping the simpler arm. The MTP A/B sets it (one
+    sweep per arm); the decision then says it is a point estimate, and ``significant`` / ``no_significant_difference``
+    are None (unknown without trials). ``simpler_first``: arm keys, simplest first, for arms whose configuration is not
+    known (the A/B's two servers given by URL: the baseline counts as the simpler); default :func:`simplicity`.
 
     :returns: dict ``winner`` (arm key), ``winner_name``, ``best`` (key of the best mean), ``significant`` (bool: the
         winner's speedup over every other arm has a 95 % interval clear of 1), ``no_significant_difference`` (the
@@ -335,18 +342,31 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0):
             rows.append({"key": arm["key"], "name": arm["name"], "arm": arm, "values": values, "mean": m, "sd": sd, "n": len(values)})
     if not rows:
         raise SpecDecisionError("no arm has a usable trial: %s" % ("; ".join(problems) or "no results"))
-    rows.sort(key=lambda r: simplicity(r["arm"]))
+    if simpler_first is not None:
+        order = list(simpler_first)
+        unknown = [r["key"] for r in rows if r["key"] not in order]
+        if unknown:
+            raise SpecDecisionError("decide: simpler_first %r does not name the arm(s) %s" % (order, unknown))
+        rank = lambda r: order.index(r["key"])  # noqa: E731 - a sort key
+    else:
+        rank = lambda r: simplicity(r["arm"])  # noqa: E731 - a sort key
+    rows.sort(key=rank)
     best = max(rows, key=lambda r: r["mean"]) if higher else min(rows, key=lambda r: r["mean"])
     baseline = rows[0]
     for r in rows:
         r["vs_best"] = ratio_interval(best["values"], r["values"], higher)
         r["vs_baseline"] = ratio_interval(r["values"], baseline["values"], higher)
+    pointwise = bool(point_estimate) and any(r["vs_best"]["low"] is None for r in rows if r is not best)
     winner = best
     for r in rows:
         if r is best:
             break
         iv = r["vs_best"]
-        if iv["low"] is None or iv["low"] <= 1.0 + min_gain:
+        if iv["low"] is None and point_estimate:
+            if iv["speedup"] <= 1.0 + min_gain:
+                winner = r
+                break
+        elif iv["low"] is None or iv["low"] <= 1.0 + min_gain:
             winner = r
             break
     ties = []
@@ -354,13 +374,24 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0):
         if r is winner:
             continue
         iv = ratio_interval(winner["values"], r["values"], higher)
-        if not is_clear(iv, min_gain):
+        if not is_clear(iv, min_gain) and not (pointwise and iv["low"] is None):
             ties.append({"key": r["key"], "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"]})
 
     def fmt(iv):
         return "[%.3f, %.3f]" % (iv["low"], iv["high"]) if iv["low"] is not None else "unknown (one trial)"
-    simpler = [r for r in rows if simplicity(r["arm"]) < simplicity(winner["arm"])]
-    if winner is not best:
+    simpler = [r for r in rows if rank(r) < rank(winner)]
+    if pointwise:
+        head = "point estimate (one trial per arm, no 95 % interval; repeat trials for a significance test): "
+        if winner is not best:
+            basis = head + "%s over %s is %.3f, %s needs > %.3f to win, so the simpler %s is kept" % (
+                best["key"], winner["key"], winner["vs_best"]["speedup"], best["key"], 1.0 + min_gain, winner["key"])
+        elif simpler:
+            low = min(simpler, key=lambda r: r["vs_best"]["speedup"])
+            basis = head + "%s over %s is %.3f, above %.3f, so %s" % (
+                winner["key"], low["key"], low["vs_best"]["speedup"], 1.0 + min_gain, winner["key"])
+        else:
+            basis = head + "%s is the simplest arm and has the best %s (%.4g %s)" % (winner["key"], objective, winner["mean"], unit)
+    elif winner is not best:
         iv = winner["vs_best"]
         basis = ("no significant difference: %s (best mean %.4g %s) over %s is %.3f, 95 %% interval %s, which reaches %.3f; "
                  "the simpler arm %s is kept" % (best["key"], best["mean"], unit, winner["key"], iv["speedup"], fmt(iv),
@@ -383,7 +414,8 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0):
         arms_out.append({"key": r["key"], "name": r["name"], "values": r["values"], "mean": r["mean"], "sd": r["sd"], "n": r["n"],
                          "vs_best": r["vs_best"], "vs_baseline": r["vs_baseline"]})
     return {"winner": winner["key"], "winner_name": winner["name"], "best": best["key"], "baseline": baseline["key"],
-            "significant": not ties, "no_significant_difference": bool(ties), "ties": ties, "basis": basis, "objective": objective,
+            "significant": None if pointwise else not ties, "no_significant_difference": None if pointwise else bool(ties),
+            "point_estimate": pointwise, "ties": ties, "basis": basis, "objective": objective,
             "metric": metric, "unit": unit, "higher_is_better": higher, "weights": {str(k): v for k, v in sorted(weights.items())},
             "min_gain": min_gain, "arms": arms_out, "problems": problems}
 

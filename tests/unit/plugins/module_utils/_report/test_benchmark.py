@@ -39,21 +39,41 @@ def test_crossover_log2_interpolated_by_hand():
     assert ab["decision"] is None
 
 
-def test_decisions_at_1_and_64_and_interpolated_8():
+def test_decisions_at_1_and_64_by_the_tuners_engine():
     d1 = br.compare(OFF, ON, target=1)["decision"]
     assert (d1["winner"], d1["basis"], d1["winner_is_candidate"]) == ("mtp_on", "measured", True)
+    # 135 / 110 = 1.227273
+    assert d1["speedup"] == pytest.approx(1.227273, abs=1e-6)
+    assert d1["reason"].startswith("at concurrency 1 the output-throughput speedup of mtp_on over mtp_off is 1.227 (measured)")
+    # the engine (spec_tune's decide) took it: one sweep per arm, so a point estimate, significance unknown
+    assert d1["engine"]["winner"] == "mtp_on" and d1["engine"]["point_estimate"] is True
+    assert d1["engine"]["significant"] is None
+    assert d1["engine"]["basis"].startswith("point estimate (one trial per arm")
+    assert "mtp_on over mtp_off is 1.227, above 1.000, so mtp_on" in d1["engine"]["basis"]
     d64 = br.compare(OFF, ON, target=64)["decision"]
     assert (d64["winner"], d64["basis"]) == ("mtp_off", "measured")
     assert d64["speedup"] == pytest.approx(2600 / 3000)
-    # at 8: 1.15 + (0.958333 - 1.15) * (3 - 2) / (4 - 2) = 1.054167
-    d8 = br.compare(OFF, ON, target=8)["decision"]
-    assert d8["speedup"] == pytest.approx(1.054167, abs=1e-6)
-    assert (d8["winner"], d8["basis"]) == ("mtp_on", "interpolated")
-    assert d8["reason"].startswith("at concurrency 8 the output-throughput speedup of mtp_on over mtp_off is 1.054 (interpolated)")
-    # a 10 % minimum gain turns the same number into "keep MTP off"
-    assert br.compare(OFF, ON, target=8, min_gain=0.10)["decision"]["winner"] == "mtp_off"
-    d256 = br.compare(OFF, ON, target=256)["decision"]
-    assert (d256["winner"], d256["basis"]) == ("mtp_off", "extrapolated")
+    # MTP off has the best mean at 64: 3000 > 2600, and it is the simpler arm
+    assert "mtp_off is the simplest arm and has the best throughput (3000 tok/s)" in d64["engine"]["basis"]
+    # at 4: 460 / 400 = 1.15; a 10 % minimum gain still lets MTP win, 20 % keeps MTP off
+    assert br.compare(OFF, ON, target=4, min_gain=0.10)["decision"]["winner"] == "mtp_on"
+    d4 = br.compare(OFF, ON, target=4, min_gain=0.20)["decision"]
+    assert d4["winner"] == "mtp_off" and d4["speedup"] == pytest.approx(1.15)
+    assert "mtp_on over mtp_off is 1.150, mtp_on needs > 1.200 to win, so the simpler mtp_off is kept" in d4["engine"]["basis"]
+
+
+@pytest.mark.parametrize("target", [8, 256])
+def test_a_target_outside_the_measured_levels_is_refused_not_interpolated(target):
+    # the tuner's rule: the decision is measured at the target, never interpolated (8) or extrapolated (256)
+    with pytest.raises(br.ReportError, match=r"no decision at concurrency %d: the mtp_off run did not measure it \(levels "
+                                             r"\[1, 4, 16, 64\]\); a speedup is never interpolated into a decision. "
+                                             r"Fix: add %d to the sweep" % (target, target)):
+        br.compare(OFF, ON, target=target)
+
+
+def test_a_fractional_target_is_refused():
+    with pytest.raises(br.ReportError, match="whole number >= 1, got 2.5"):
+        br.compare(OFF, ON, target=2.5)
 
 
 def test_crossover_when_candidate_always_wins_or_never_wins():
@@ -63,11 +83,17 @@ def test_crossover_when_candidate_always_wins_or_never_wins():
     assert never["level"] == 1 and "does not win even at the lowest" in never["note"]
 
 
-def test_tie_keeps_baseline_and_failed_levels_are_ignored():
-    ab = br.compare([_rec(1, 100.0), _rec(2, 100.0)], [_rec(1, 100.0), _rec(2, 0.0, completed=0)], target=2)
-    assert ab["levels"][0]["winner"] == "mtp_off"
+def test_tie_keeps_baseline_and_a_failed_target_level_is_refused():
+    ab = br.compare([_rec(1, 100.0), _rec(2, 100.0)], [_rec(1, 100.0), _rec(2, 0.0, completed=0)], target=1)
+    # 100 / 100 = 1.0, not > 1.0: the baseline stays
+    assert ab["levels"][0]["winner"] == "mtp_off" and ab["decision"]["winner"] == "mtp_off"
     assert ab["levels"][1]["speedup"] is None
-    assert ab["decision"]["basis"] == "extrapolated" and ab["decision"]["winner"] == "mtp_off"
+    # the candidate measured nothing at 2: no decision there (it used to be extrapolated from level 1)
+    with pytest.raises(br.ReportError, match="no decision at concurrency 2: only mtp_off has a usable measurement there"):
+        br.compare([_rec(1, 100.0), _rec(2, 100.0)], [_rec(1, 100.0), _rec(2, 0.0, completed=0)], target=2)
+    failed = dict(_rec(2, 90.0), failed=3)
+    with pytest.raises(br.ReportError, match="concurrency 2: 3 failed request"):
+        br.compare([_rec(1, 100.0), _rec(2, 100.0)], [_rec(1, 100.0), failed], target=2)
 
 
 def test_compare_refuses_disjoint_levels():

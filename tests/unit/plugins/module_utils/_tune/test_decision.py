@@ -175,6 +175,42 @@ def test_decide_min_gain_and_simpler_draft_kept():
     assert d["winner"] == "off"
 
 
+def test_decide_one_trial_keeps_the_simpler_arm_unless_point_estimate():
+    # one trial each: off 100, s1 112, s3 115 tok/s; no interval exists
+    results = [{"arm": OFF, "trials": trials([100])}, {"arm": S1, "trials": trials([112])}, {"arm": S3, "trials": trials([115])}]
+    d = sd.decide(results, "throughput", {8: 1})
+    assert d["winner"] == "off" and d["point_estimate"] is False      # the tuner's rule: unknown -> simpler arm
+    # point estimate, min_gain 0.10: best s3; s3/off = 1.15 > 1.10 (off loses), s3/s1 = 115/112 = 1.026786 <= 1.10 (s1 kept)
+    d = sd.decide(results, "throughput", {8: 1}, min_gain=0.10, point_estimate=True)
+    assert (d["best"], d["winner"], d["point_estimate"]) == ("NEXTN-s3-k1-d4", "NEXTN-s1-k1-d2", True)
+    assert d["significant"] is None and d["no_significant_difference"] is None and d["ties"] == []
+    assert "NEXTN-s3-k1-d4 over NEXTN-s1-k1-d2 is 1.027, NEXTN-s3-k1-d4 needs > 1.100 to win, so the simpler NEXTN-s1-k1-d2 is kept" in d["basis"]
+    # min_gain 0.02: s3/s1 = 1.026786 > 1.02 and s3/off = 1.15 > 1.02: s3; the smallest margin is over s1
+    d = sd.decide(results, "throughput", {8: 1}, min_gain=0.02, point_estimate=True)
+    assert d["winner"] == "NEXTN-s3-k1-d4"
+    assert "NEXTN-s3-k1-d4 over NEXTN-s1-k1-d2 is 1.027, above 1.020, so NEXTN-s3-k1-d4" in d["basis"]
+
+
+def test_decide_point_estimate_uses_intervals_when_there_are_trials():
+    # two trials each: intervals exist, so point_estimate changes nothing (same as test_decide_significant_winner's shape)
+    results = [{"arm": OFF, "trials": trials([100, 101])}, {"arm": S1, "trials": trials([130, 131])}]
+    a = sd.decide(results, "throughput", {8: 1})
+    b = sd.decide(results, "throughput", {8: 1}, point_estimate=True)
+    assert a["winner"] == b["winner"] == "NEXTN-s1-k1-d2" and b["point_estimate"] is False and b["significant"] is True
+
+
+def test_decide_simpler_first_for_arms_without_a_configuration():
+    # the A/B's two servers given by URL: labels only; the baseline listed first counts as the simpler arm
+    base, cand = {"key": "blue", "name": "blue"}, {"key": "green", "name": "green"}
+    results = [{"arm": cand, "trials": trials([100])}, {"arm": base, "trials": trials([100])}]
+    d = sd.decide(results, "throughput", {8: 1}, point_estimate=True, simpler_first=["blue", "green"])
+    assert d["baseline"] == "blue" and d["winner"] == "blue"             # a tie keeps the baseline
+    d = sd.decide(results, "throughput", {8: 1}, point_estimate=True, simpler_first=["green", "blue"])
+    assert d["winner"] == "green"
+    with pytest.raises(SpecDecisionError, match="does not name the arm"):
+        sd.decide(results, "throughput", {8: 1}, point_estimate=True, simpler_first=["blue"])
+
+
 def test_decide_tpot_lower_is_better():
     results = [{"arm": OFF, "trials": [[rec(1, 110, tpot=9.09)], [rec(1, 110, tpot=9.10)]]},
                {"arm": S1, "trials": [[rec(1, 135, tpot=7.40)], [rec(1, 135, tpot=7.41)]]}]
