@@ -717,6 +717,36 @@ def extract_spec_metrics(wheel):
     return sorted(names)
 
 
+#: The ``/metrics`` names the health rules read (plugin_utils/_watch/rules.py): running and queued requests, generation
+#: throughput, accept length, and the two counters that tell traffic from idleness. Every profile must declare each.
+HEALTH_METRIC_NAMES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput", "sglang:spec_accept_length",
+                       "sglang:generation_tokens_total", "sglang:num_requests_total")
+
+
+def extract_health_metrics(wheel):
+    """``{name: "gauge"|"counter"|"histogram"}`` for :data:`HEALTH_METRIC_NAMES`, read from the ``Gauge(name=...)`` /
+    ``Counter(name=...)`` / ``Histogram(name=...)`` calls of the metrics collectors (AST). A name the version does not
+    declare raises :class:`ContractError` (the rules would read a series that never exists)."""
+    found = {}
+    for relpath in wheel.names:
+        if relpath.startswith("sglang/srt/") and relpath.endswith(".py") and ("metrics" in relpath or "observability" in relpath):
+            if "sglang:" not in wheel.text(relpath):
+                continue
+            for sub in ast.walk(wheel.tree(relpath)):
+                if not isinstance(sub, ast.Call):
+                    continue
+                func = sub.func.id if isinstance(sub.func, ast.Name) else getattr(sub.func, "attr", None)
+                if func not in ("Gauge", "Counter", "Histogram"):
+                    continue
+                for kw in sub.keywords:
+                    if kw.arg == "name" and isinstance(kw.value, ast.Constant) and kw.value.value in HEALTH_METRIC_NAMES:
+                        found.setdefault(kw.value.value, func.lower())
+    missing = [n for n in HEALTH_METRIC_NAMES if n not in found]
+    if missing:
+        raise ContractError("%s declares no %s" % (os.path.basename(wheel.path), ", ".join(missing)))
+    return found
+
+
 def extract_meta_info_spec_keys(wheel):
     """Sorted ``spec_*`` keys the tokenizer manager writes into a response's ``meta_info``.
 
@@ -752,6 +782,7 @@ def collect(download=True, cache_dir=CACHE_DIR):
             "flags": extract_flags(wheel),
             "load_weight_lines": extract_load_weight_lines(wheel),
             "spec_metrics": extract_spec_metrics(wheel),
+            "health_metrics": extract_health_metrics(wheel),
             "meta_info_spec_keys": extract_meta_info_spec_keys(wheel),
             "batch_lines": extract_batch_lines(wheel),
         }
@@ -811,7 +842,8 @@ replacement flag or ""}, "fails": (profiles where using it is a parser error), "
 Attributes that differ between versions are ``{profile: value}`` dicts; empty attributes (no choices, not
 deprecated, nargs None, primary = the flag itself) are left out of a row.
 ``WHEELS``: ``{profile: (wheel file name, sha256)}``. ``SPEC_METRICS`` / ``META_INFO_SPEC_KEYS``: per profile,
-the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``LOAD_WEIGHT_LINES``: per profile,
+the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``HEALTH_METRICS``: per profile, the
+``/metrics`` names the health rules read and their type (gauge, counter, histogram). ``LOAD_WEIGHT_LINES``: per profile,
 ``Load weight end.`` messages rendered from the real format strings with sample values. ``BATCH_LINES``: per profile,
 ``Decode batch`` / ``Prefill batch`` messages (variants decode_spec, decode_spec_hybrid, decode_plain, prefill_hybrid,
 prefill_plain) rendered by running the scheduler's logging code on sample values (7, 12.34, True).
@@ -837,6 +869,7 @@ def render_table(data):
     parts.append(_assign("VERSIONS", profiles))
     parts.append(_assign("WHEELS", dict((p, (data[p]["wheel"], data[p]["sha256"])) for p in profiles)))
     parts.append(_assign("SPEC_METRICS", dict((p, tuple(data[p]["spec_metrics"])) for p in profiles)))
+    parts.append(_assign("HEALTH_METRICS", dict((p, data[p]["health_metrics"]) for p in profiles)))
     parts.append(_assign("META_INFO_SPEC_KEYS", dict((p, tuple(data[p]["meta_info_spec_keys"])) for p in profiles)))
     parts.append(_assign("LOAD_WEIGHT_LINES", dict((p, tuple(x["message"] for x in data[p]["load_weight_lines"])) for p in profiles)))
     parts.append(_assign("BATCH_LINES", dict((p, data[p]["batch_lines"]) for p in profiles)))

@@ -80,7 +80,7 @@ def test_ansible_doc_documents_every_module_filter_and_role(installed):
     assert {"gpu_facts", "speculative_check", "serving_benchmark", "benchmark_report"} <= set(modules)
     assert "sglang_launch" in filters
     assert roles == ["iommu", "nccl", "nvidia_driver", "preflight", "sglang_benchmark", "sglang_server", "speculative_check",
-                     "speculative_tuning"]
+                     "speculative_tuning", "speculative_watch"]
     for kind, names in (("module", modules), ("filter", filters)):
         listed = json.loads(_run([BIN / "ansible-doc", "-t", kind, "-l", "llmops.sglang", "--json"], work, env))
         assert sorted(n.split(".")[-1] for n in listed) == names

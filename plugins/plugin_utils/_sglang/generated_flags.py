@@ -15,7 +15,8 @@ replacement flag or ""}, "fails": (profiles where using it is a parser error), "
 Attributes that differ between versions are ``{profile: value}`` dicts; empty attributes (no choices, not
 deprecated, nargs None, primary = the flag itself) are left out of a row.
 ``WHEELS``: ``{profile: (wheel file name, sha256)}``. ``SPEC_METRICS`` / ``META_INFO_SPEC_KEYS``: per profile,
-the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``LOAD_WEIGHT_LINES``: per profile,
+the ``sglang:spec_*`` Prometheus names and the ``spec_*`` meta_info keys. ``HEALTH_METRICS``: per profile, the
+``/metrics`` names the health rules read and their type (gauge, counter, histogram). ``LOAD_WEIGHT_LINES``: per profile,
 ``Load weight end.`` messages rendered from the real format strings with sample values. ``BATCH_LINES``: per profile,
 ``Decode batch`` / ``Prefill batch`` messages (variants decode_spec, decode_spec_hybrid, decode_plain, prefill_hybrid,
 prefill_plain) rendered by running the scheduler's logging code on sample values (7, 12.34, True).
@@ -47,6 +48,45 @@ SPEC_METRICS = (
                 'sglang:spec_num_draft_tokens', 'sglang:spec_num_steps', 'sglang:spec_verify_calls_total'),
      '0.5.4': ('sglang:spec_accept_length', 'sglang:spec_accept_rate'),
      '0.5.9': ('sglang:spec_accept_length', 'sglang:spec_accept_rate')}
+)
+
+HEALTH_METRICS = (
+    {'0.4.10': {'sglang:gen_throughput': 'gauge',
+                'sglang:generation_tokens_total': 'counter',
+                'sglang:num_queue_reqs': 'gauge',
+                'sglang:num_requests_total': 'counter',
+                'sglang:num_running_reqs': 'gauge',
+                'sglang:spec_accept_length': 'gauge'},
+     '0.5.10': {'sglang:gen_throughput': 'gauge',
+                'sglang:generation_tokens_total': 'counter',
+                'sglang:num_queue_reqs': 'gauge',
+                'sglang:num_requests_total': 'counter',
+                'sglang:num_running_reqs': 'gauge',
+                'sglang:spec_accept_length': 'gauge'},
+     '0.5.14': {'sglang:gen_throughput': 'gauge',
+                'sglang:generation_tokens_total': 'counter',
+                'sglang:num_queue_reqs': 'gauge',
+                'sglang:num_requests_total': 'counter',
+                'sglang:num_running_reqs': 'gauge',
+                'sglang:spec_accept_length': 'gauge'},
+     '0.5.23': {'sglang:gen_throughput': 'gauge',
+                'sglang:generation_tokens_total': 'counter',
+                'sglang:num_queue_reqs': 'gauge',
+                'sglang:num_requests_total': 'counter',
+                'sglang:num_running_reqs': 'gauge',
+                'sglang:spec_accept_length': 'gauge'},
+     '0.5.4': {'sglang:gen_throughput': 'gauge',
+               'sglang:generation_tokens_total': 'counter',
+               'sglang:num_queue_reqs': 'gauge',
+               'sglang:num_requests_total': 'counter',
+               'sglang:num_running_reqs': 'gauge',
+               'sglang:spec_accept_length': 'gauge'},
+     '0.5.9': {'sglang:gen_throughput': 'gauge',
+               'sglang:generation_tokens_total': 'counter',
+               'sglang:num_queue_reqs': 'gauge',
+               'sglang:num_requests_total': 'counter',
+               'sglang:num_running_reqs': 'gauge',
+               'sglang:spec_accept_length': 'gauge'}}
 )
 
 META_INFO_SPEC_KEYS = (

@@ -17,7 +17,8 @@ Standard library only (nothing but literals); read by plugins/plugin_utils/_vars
 from __future__ import annotations
 
 ROLES = (
-    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server', 'speculative_check', 'speculative_tuning')
+    ('iommu', 'nccl', 'nvidia_driver', 'preflight', 'sglang_benchmark', 'sglang_server', 'speculative_check', 'speculative_tuning',
+     'speculative_watch')
 )
 
 ROLE_VARIABLES = (
@@ -278,5 +279,21 @@ ROLE_VARIABLES = (
                             'speculative_tuning_target_concurrency': {'type': 'int'},
                             'speculative_tuning_title': {'default': 'Speculative decoding tuning on {{ inventory_hostname }}', 'type': 'str'},
                             'speculative_tuning_trials': {'default': 3, 'type': 'int'},
-                            'speculative_tuning_weights': {'default': {}, 'type': 'dict'}}}
+                            'speculative_tuning_weights': {'default': {}, 'type': 'dict'}},
+     'speculative_watch': {'speculative_watch_accept_length': {'type': 'float'},
+                           'speculative_watch_accept_length_margin': {'default': 0.15, 'type': 'float'},
+                           'speculative_watch_dashboard': {'default': True, 'type': 'bool'},
+                           'speculative_watch_decode_margin': {'default': 0.25, 'type': 'float'},
+                           'speculative_watch_dir': {'default': '/etc/prometheus', 'type': 'path'},
+                           'speculative_watch_job': {'default': 'llmops-sglang', 'type': 'str'},
+                           'speculative_watch_model': {'default': '', 'type': 'str'},
+                           'speculative_watch_prometheus_hosts': {'default': [], 'elements': 'str', 'type': 'list'},
+                           'speculative_watch_prometheus_service': {'default': 'prometheus', 'type': 'str'},
+                           'speculative_watch_prometheus_url': {'default': 'http://127.0.0.1:9090', 'type': 'str'},
+                           'speculative_watch_promtool': {'default': 'promtool', 'type': 'str'},
+                           'speculative_watch_reload': {'choices': ['systemd', 'http', 'none'], 'default': 'systemd', 'type': 'str'},
+                           'speculative_watch_target': {'default': '{{ ansible_host | default(inventory_hostname) }}:{{ sglang_server_port | '
+                                                                   'default(30000) }}',
+                                                        'type': 'str'},
+                           'speculative_watch_window': {'default': '5m', 'type': 'str'}}}
 )
