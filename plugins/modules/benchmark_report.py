@@ -21,7 +21,7 @@ description:
   - With O(baseline_records) it also compares the two runs level by level (speedup = O(records) output throughput /
     O(baseline_records) output throughput), finds the crossover concurrency (speedup 1.0, interpolated in log2
     concurrency), decides the winner at O(target_concurrency) with the tuner's decision engine (the one
-    M(llmops.sglang.spec_tune) uses: two arms, one sweep each, a point estimate), and writes C(ab_summary.json), C(ab_summary.md),
+    M(llmops.sglang.spec_tune) uses - two arms, one sweep each, a point estimate), and writes C(ab_summary.json), C(ab_summary.md),
     C(ab_throughput.png), C(ab_speedup.png) and, for a prompt workload, C(ab_speedup_by_category.png) (per-request
     decode speedup per category and level). When either run used synthetic prompts (C(random-ids)) with speculative
     decoding, the decision's reason and the report carry that warning.
@@ -139,7 +139,7 @@ summary:
 ab:
   description: The A/B comparison (C(levels) with C(speedup) per level and C(categories) (per category
     C(decode_speedup)), C(crossover), C(decision) with C(winner), C(winner_is_candidate), C(speedup), C(basis)
-    (C(measured)), C(reason), C(warnings) and C(engine) (the decision engine's result: C(basis), C(point_estimate),
+    (C(measured)), C(reason), C(warnings) and C(engine) (the decision engine's result with C(basis), C(point_estimate),
     per-arm C(arms) with C(mean))), C(warnings); empty without O(baseline_records).
   returned: always
   type: dict
