@@ -6,6 +6,8 @@
 * ``inputs | llmops.sglang.watch_evidence`` -> what one GPU host's rules are rendered from (``rules.host_evidence``).
 * ``evidence | llmops.sglang.watch_host_files(options)`` -> ``{"rules": rule-file dict, "targets": file_sd list}``.
 * ``options | llmops.sglang.watch_fleet_files`` -> ``{"rules": rule-file dict, "dashboard": Grafana JSON model}``.
+* ``decision | llmops.sglang.watch_drift(live, accept_length_margin, min_gain)`` -> does the decision still hold
+  (``drift.drift``; playbooks/spec_watch.yml).
 
 A refusal raises ``AnsibleFilterError`` whose message names the variable, the value, why, and the fix.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils._watch import rules
+from ansible_collections.llmops.sglang.plugins.plugin_utils._watch import drift, rules
 
 _EVIDENCE_KEYS = ("host", "target", "version", "expected", "verification", "rows", "model", "accept_length")
 
@@ -50,8 +52,17 @@ def watch_fleet_files(options=None):
         raise AnsibleFilterError("speculative_watch: %s" % exc)
 
 
+def watch_drift(decision, live, accept_length_margin=0.15, min_gain=0.0):
+    """The drift verdict of one host (see :func:`drift.drift`)."""
+    try:
+        return drift.drift(decision, live, accept_length_margin, min_gain)
+    except (drift.DriftError, TypeError, ValueError, KeyError) as exc:
+        raise AnsibleFilterError("spec_watch: %s" % exc)
+
+
 class FilterModule(object):
     """llmops.sglang filters of the speculation health watch."""
 
     def filters(self):
-        return {"watch_evidence": watch_evidence, "watch_host_files": watch_host_files, "watch_fleet_files": watch_fleet_files}
+        return {"watch_evidence": watch_evidence, "watch_host_files": watch_host_files, "watch_fleet_files": watch_fleet_files,
+                "watch_drift": watch_drift}

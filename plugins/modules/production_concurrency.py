@@ -109,6 +109,13 @@ queue_time_mean_s:
   description: Mean queue time over the sampling window in seconds (O(log_source=none), null without queued requests or the histogram).
   returned: always
   type: float
+accept_length:
+  description:
+    - The mean accept length over the busy samples that report one (C(sglang:spec_accept_length), or the Decode line's
+      C(accept len)) as C({mean, samples}); null for a server without speculation. Tokens per verify step per request,
+      bonus token included.
+  returned: always
+  type: dict
 summary:
   description: The distribution in one line, as the production_concurrency playbook prints it.
   returned: success
@@ -182,7 +189,9 @@ def sample_metrics(module, client, duration, interval):
         running = sm.values(parsed, "sglang:num_running_reqs")
         queue = sm.values(parsed, "sglang:num_queue_reqs")
         if running:
-            samples.append({"running_req": sum(running), "queue_req": sum(queue) if queue else 0})
+            accept = sm.values(parsed, "sglang:spec_accept_length")
+            samples.append({"running_req": sum(running), "queue_req": sum(queue) if queue else 0,
+                            "accept_len": max(accept) if accept else None})
         if text:
             qt = _histogram_sum_count(parsed, "sglang:queue_time_seconds")
             first = first or qt
@@ -197,6 +206,17 @@ def sample_metrics(module, client, duration, interval):
     if not samples:
         module.fail_json(msg="%s/metrics has no sglang:num_running_reqs. %s" % (client.base_url, _METRICS_FIX), window=window)
     return samples, queue_mean, window
+
+
+def accept_length_summary(samples):
+    """Mean accept length over the busy samples that report one (> 0: a server with speculation): ``{"mean", "samples"}``,
+    or None. Sources: ``sglang:spec_accept_length`` (SGLang's last decode-log interval, tokens per verify step per request,
+    bonus included) or the Decode batch line's ``accept len``."""
+    values = [s["accept_len"] for s in samples if (s.get("running_req") or 0) > 0
+              and isinstance(s.get("accept_len"), (int, float)) and not isinstance(s.get("accept_len"), bool) and s["accept_len"] > 0]
+    if not values:
+        return None
+    return {"mean": sum(values) / float(len(values)), "samples": len(values)}
 
 
 def summary_line(dist, queue_mean):
@@ -277,7 +297,7 @@ def main():
         module.fail_json(msg="no busy samples in the window (%s): the server was idle, or the window is wrong. Fix: widen log_since / "
                              "duration, or sample while the service takes traffic." % window, distribution=dist, window=window)
     module.exit_json(changed=False, distribution=dist, weights=weights, queue_time_mean_s=queue_mean, window=window,
-                     summary=summary_line(dist, queue_mean))
+                     accept_length=accept_length_summary(samples), summary=summary_line(dist, queue_mean))
 
 
 if __name__ == "__main__":

@@ -342,14 +342,15 @@ def decide(results, objective="throughput", weights=None, min_gain=0.0, point_es
             rows.append({"key": arm["key"], "name": arm["name"], "arm": arm, "values": values, "mean": m, "sd": sd, "n": len(values)})
     if not rows:
         raise SpecDecisionError("no arm has a usable trial: %s" % ("; ".join(problems) or "no results"))
-    if simpler_first is not None:
-        order = list(simpler_first)
+    order = None if simpler_first is None else list(simpler_first)
+    if order is not None:
         unknown = [r["key"] for r in rows if r["key"] not in order]
         if unknown:
             raise SpecDecisionError("decide: simpler_first %r does not name the arm(s) %s" % (order, unknown))
-        rank = lambda r: order.index(r["key"])  # noqa: E731 - a sort key
-    else:
-        rank = lambda r: simplicity(r["arm"])  # noqa: E731 - a sort key
+
+    def rank(row):
+        """Sort key, simplest first: the given order, else :func:`simplicity`."""
+        return order.index(row["key"]) if order is not None else simplicity(row["arm"])
     rows.sort(key=rank)
     best = max(rows, key=lambda r: r["mean"]) if higher else min(rows, key=lambda r: r["mean"])
     baseline = rows[0]

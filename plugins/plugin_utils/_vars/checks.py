@@ -315,7 +315,7 @@ PLAYBOOK_PREFIXES = ("spec_tune_",)
 PREFIXES = tuple(sorted(set(role + "_" for role in ROLES) | set(PLAYBOOK_PREFIXES), key=lambda p: (-len(p), p)))
 
 #: Playbook-level variables with a role prefix that are no role option (documented in the playbook headers and docs/:
-#: serve.yml, mtp_ab.yml, spec_tune.yml, spec_tune_fleet.yml).
+#: serve.yml, mtp_ab.yml, spec_tune.yml, spec_tune_fleet.yml, spec_watch.yml).
 PLAYBOOK_VARIABLES = frozenset((
     "sglang_server_advertise_host", "sglang_server_dist_init_host", "sglang_server_rollout_serial",
     "sglang_server_rollout_max_fail_percentage",
@@ -324,6 +324,7 @@ PLAYBOOK_VARIABLES = frozenset((
     "spec_tune_target_concurrency", "spec_tune_weights", "spec_tune_arms", "spec_tune_default_algorithm",
     "spec_tune_objective", "spec_tune_trials", "spec_tune_min_trials", "spec_tune_min_gain", "spec_tune_run_id",
     "spec_tune_fresh", "spec_tune_report_only", "spec_tune_decision_path", "spec_tune_plots", "spec_tune_canary",
+    "speculative_watch_source", "speculative_watch_duration", "speculative_watch_log_since", "speculative_watch_report_dir",
 ))
 
 

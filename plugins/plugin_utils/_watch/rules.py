@@ -203,8 +203,9 @@ def host_evidence(host, target, version, expected, verification=None, rows=None,
     if expected.get("enable_metrics") is False:
         raise WatchError("sglang_server_enable_metrics=false on %s: the rules read the server's /metrics. Fix: set "
                          "sglang_server_enable_metrics: true (the default) and redeploy." % host)
-    arm_in = dict((k, expected.get(k)) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                                                   "speculative_num_draft_tokens", "speculative_draft_model_path"))
+    arm_keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                "speculative_draft_model_path")
+    arm_in = dict((k, expected.get(k)) for k in arm_keys)
     if arm_in["speculative_algorithm"] is None:
         arm_in = {"speculative_algorithm": None}
     elif arm_in["speculative_draft_model_path"] in (expected.get("model_path"),):
@@ -247,8 +248,11 @@ def host_evidence(host, target, version, expected, verification=None, rows=None,
 
 
 # the names the alert expressions read (each is in HEALTH_METRICS for every profile; host_evidence checks)
-_RUNNING, _QUEUE, _GEN, _ACCEPT, _TOKENS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                                           "sglang:spec_accept_length", "sglang:generation_tokens_total")
+_RUNNING = "sglang:num_running_reqs"
+_QUEUE = "sglang:num_queue_reqs"
+_GEN = "sglang:gen_throughput"
+_ACCEPT = "sglang:spec_accept_length"
+_TOKENS = "sglang:generation_tokens_total"
 _METRICS_READ = (_RUNNING, _QUEUE, _GEN, _ACCEPT, _TOKENS)
 
 
@@ -273,9 +277,9 @@ def render_host_rules(evidence, opts=None):
     levels = evidence.get("decode_levels") or []
     if levels:
         running = 'max(%s{job="%s",host="%s"})' % (_RUNNING, opts["job"], host)
-        parts, low = [], None
+        parts, low = [], 0
         for conc, speed in levels:
-            cond = "%s <= %d" % (running, conc) if low is None else "%s > %d and %s <= %d" % (running, low, running, conc)
+            cond = "%s <= %d" % (running, conc) if not parts else "%s > %d and %s <= %d" % (running, low, running, conc)
             parts.append("(vector(%s) and on () (%s))" % (_num(speed), cond))
             low = conc
         rules.append({"record": "llmops_sglang:decode_reference_tok_s_per_request", "expr": " or ".join(parts),
