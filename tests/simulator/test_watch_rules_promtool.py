@@ -97,10 +97,14 @@ def test_rules_fire_on_the_simulators_series(sglang_sim, profile, tmp_path):
         # speculation gone (accept length 0) with traffic, for 5m
         {"interval": "1m", "input_series": base(**{"sglang:spec_accept_length": "0x60"}),
          "alert_rule_test": [alert("SGLangSpeculationOff", "15m")]},
-        # at the cap of 48 with a queue growing by 2 a minute
-        {"interval": "1m", "input_series": base(**{"sglang:num_running_reqs": "48x60", "sglang:num_queue_reqs": "0+2x60",
+        # at the cap of 48 with 6 queued from minute 10: the queue never drains over the 5m window from minute 15, then
+        # 5m pending; a queue that drains once a window (0 at every 5th minute) keeps it quiet
+        {"interval": "1m", "input_series": base(**{"sglang:num_running_reqs": "48x60", "sglang:num_queue_reqs": "0x10 6x50",
                                                    "sglang:gen_throughput": "2400x60"}),
-         "alert_rule_test": [alert("SGLangAdmissionCapped", "20m")]},
+         "alert_rule_test": [alert("SGLangAdmissionCapped", "18m", fire=False), alert("SGLangAdmissionCapped", "21m")]},
+        {"interval": "1m", "input_series": base(**{"sglang:num_running_reqs": "48x60", "sglang:num_queue_reqs": "6 6 6 6 0 " * 12,
+                                                   "sglang:gen_throughput": "2400x60"}),
+         "alert_rule_test": [alert("SGLangAdmissionCapped", "40m", fire=False)]},
         # 8 running at 320 tok/s = 40 tok/s per request < 60.375 (the reference at concurrency 8 is 80.5)
         {"interval": "1m", "input_series": base(**{"sglang:gen_throughput": "320x60"}),
          "alert_rule_test": [alert("SGLangDecodeSlow", "20m", "40.0")]},

@@ -282,6 +282,7 @@ ROLE_VARIABLES = (
                             'speculative_tuning_weights': {'default': {}, 'type': 'dict'}},
      'speculative_watch': {'speculative_watch_accept_length': {'type': 'float'},
                            'speculative_watch_accept_length_margin': {'default': 0.15, 'type': 'float'},
+                           'speculative_watch_alert_for': {'default': {}, 'type': 'dict'},
                            'speculative_watch_dashboard': {'default': True, 'type': 'bool'},
                            'speculative_watch_decode_margin': {'default': 0.25, 'type': 'float'},
                            'speculative_watch_dir': {'default': '/etc/prometheus', 'type': 'path'},

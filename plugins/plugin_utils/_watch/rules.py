@@ -44,6 +44,7 @@ OPTIONS = {
     "decode_margin": (0.25, "fraction", "a fraction in (0, 1) such as 0.25: alert below 75 % of the benchmark's decode speed"),
     "window": ("5m", "duration", "a Prometheus duration such as 5m"),
     "job": ("llmops-sglang", "name", "the job_name of the scrape job that reads the targets files, e.g. llmops-sglang"),
+    "alert_for": ({}, "for", "a dict of alert name -> Prometheus duration, e.g. {SGLangSpecAcceptLengthLow: 30m}"),
 }
 
 #: THE alerts: name, severity, ``for`` (Prometheus duration), summary and what it means. The expressions are built by
@@ -61,7 +62,7 @@ ALERTS = (
      "{{ $labels.host }} reports speculative acceptance, but the deployment says speculation is off",
      "the server runs a configuration other than the decided one; redeploy with site.yml"),
     ("SGLangAdmissionCapped", "warning", "5m",
-     "{{ $labels.host }} runs at its cap of running requests while its queue grows",
+     "{{ $labels.host }} runs at its cap of running requests with requests queued",
      "requests wait at the cap (SGLang caps a speculative server at 48 running requests unless max_running_requests "
      "is set); raise sglang_server_max_running_requests if memory allows, or add servers"),
     ("SGLangDecodeSlow", "warning", "10m",
@@ -121,6 +122,15 @@ def options(values=None):
         elif kind == "duration":
             if not isinstance(value, str) or not _DURATION.match(value):
                 _fail(name, value, "not a Prometheus duration (a whole number and one of s, m, h, d)", fix)
+        elif kind == "for":
+            if not isinstance(value, dict):
+                _fail(name, value, "not a dict of alert name -> duration", fix)
+            for alert, duration in value.items():
+                if alert not in ALERT_NAMES:
+                    _fail(name, value, "%r is not one of the alerts %s" % (alert, ", ".join(ALERT_NAMES)), fix)
+                if not isinstance(duration, str) or not _DURATION.match(duration):
+                    _fail(name, value, "%s: %r is not a Prometheus duration" % (alert, duration), fix)
+            value = dict(value)
         elif not isinstance(value, str) or not _JOB.match(value):
             _fail(name, value, "not a Prometheus job name (letters, digits, _ . -, not starting with a digit)", fix)
         out[name] = value
@@ -300,7 +310,7 @@ def _alert_expr(name, opts):
         "SGLangSpeculationUnexpected": "llmops_sglang:speculation_expected == 0 and on (host) max by (host) (max_over_time(%s%s[%s])) > 0"
                                        " and on (host) %s > 0" % (_ACCEPT, sel, w, tokens),
         "SGLangAdmissionCapped": "max by (host) (min_over_time(%s%s[%s])) >= on (host) llmops_sglang:max_running_requests"
-                                 " and on (host) max by (host) (delta(%s%s[%s])) > 0" % (_RUNNING, sel, w, _QUEUE, sel, w),
+                                 " and on (host) max by (host) (min_over_time(%s%s[%s])) > 0" % (_RUNNING, sel, w, _QUEUE, sel, w),
         "SGLangDecodeSlow": "avg_over_time(llmops_sglang:decode_tok_s_per_request[%s]) < on (host) "
                             "(llmops_sglang:decode_reference_tok_s_per_request * %s)" % (w, _num(1 - opts["decode_margin"])),
         "SGLangNotReady": "up%s == 0" % sel,
@@ -321,7 +331,7 @@ def render_alerts(opts=None):
          "expr": "max by (host) (%s%s) / (max by (host) (%s%s) > 0)" % (_GEN, sel, _RUNNING, sel)},
     ]
     for name, severity, for_, summary, meaning in ALERTS:
-        rules.append({"alert": name, "expr": _alert_expr(name, opts), "for": for_,
+        rules.append({"alert": name, "expr": _alert_expr(name, opts), "for": opts["alert_for"].get(name, for_),
                       "labels": {"severity": severity, "component": "sglang"},
                       "annotations": {"summary": summary, "description": meaning}})
     return {"groups": [{"name": GROUP_FLEET, "rules": rules}]}

@@ -75,6 +75,8 @@ def test_evidence_refusals_name_the_variable(kw, words):
     ({"window": "5 m"}, "speculative_watch_window='5 m': not a Prometheus duration"),
     ({"job": "9job"}, "speculative_watch_job='9job': not a Prometheus job name"),
     ({"windw": "5m"}, "unknown option(s) windw"),
+    ({"alert_for": {"SGLangNope": "5m"}}, "'SGLangNope' is not one of the alerts SGLangSpecAcceptLengthLow"),
+    ({"alert_for": {"SGLangNotReady": "2 min"}}, "SGLangNotReady: '2 min' is not a Prometheus duration"),
 ])
 def test_options_refusals(opts, words):
     with pytest.raises(r.WatchError) as exc:
@@ -83,7 +85,8 @@ def test_options_refusals(opts, words):
 
 
 def test_options_defaults_and_text_numbers():
-    assert r.options() == {"accept_length_margin": 0.15, "decode_margin": 0.25, "window": "5m", "job": "llmops-sglang"}
+    assert r.options() == {"accept_length_margin": 0.15, "decode_margin": 0.25, "window": "5m", "job": "llmops-sglang",
+                           "alert_for": {}}
     # -e speculative_watch_decode_margin=0.3 arrives as text
     assert r.options({"decode_margin": "0.3"})["decode_margin"] == 0.3
 
@@ -113,6 +116,9 @@ def test_alerts_table_and_expressions_by_hand():
     assert alerts["SGLangNotReady"]["expr"] == 'up{job="llmops-sglang"} == 0'
     assert alerts["SGLangDecodeSlow"]["expr"].endswith("< on (host) (llmops_sglang:decode_reference_tok_s_per_request * 0.75)")
     assert alerts["SGLangSpeculationOff"]["labels"] == {"severity": "critical", "component": "sglang"}
+    assert [alerts[n]["for"] for n in r.ALERT_NAMES] == ["10m", "5m", "5m", "5m", "10m", "2m", "5m"]
+    short = r.render_alerts({"alert_for": {"SGLangNotReady": "30s"}})["groups"][0]["rules"]
+    assert next(x for x in short if x.get("alert") == "SGLangNotReady")["for"] == "30s"
     records = [x["record"] for x in group["rules"] if "record" in x]
     assert records == ["llmops_sglang:accept_length:avg_10m", "llmops_sglang:generation_tok_s:rate_10m",
                        "llmops_sglang:decode_tok_s_per_request"]
