@@ -134,13 +134,14 @@ def drift(decision, live, accept_length_margin=0.15, min_gain=0.0):
     acc_old = decided_accept_length(decision, arm, old_w)
     acc_live = ((live.get("accept_length") or {}).get("mean"))
     if acc_old is not None and isinstance(acc_live, (int, float)) and acc_live < acc_old * (1.0 - float(accept_length_margin)):
-        moved.append("accept length %.2f -> %.2f (below %.2f = %.2f x %.2f)" % (
-            acc_old, acc_live, acc_old * (1.0 - float(accept_length_margin)), acc_old, 1.0 - float(accept_length_margin)))
+        keep = 1.0 - float(accept_length_margin)
+        moved.append("accept length %s -> %s (below %s = %s x %s)" % (_f2(acc_old), _f2(acc_live), _f2(acc_old * keep),
+                                                                     _f2(acc_old), _f2(keep)))
     if acc_old is not None and acc_live is None:
-        moved.append("accept length %.2f -> none: the server reports no speculative acceptance, but %s speculates" % (acc_old, arm))
+        moved.append("accept length %s -> none: the server reports no speculative acceptance, but %s speculates" % (_f2(acc_old), arm))
     facts = "p50 concurrency %s -> %s" % (p50_old, _n(p50_live))
     if acc_old is not None:
-        facts += "; accept length %.2f -> %s" % (acc_old, "%.2f" % acc_live if isinstance(acc_live, (int, float)) else "none")
+        facts += "; accept length %s -> %s" % (_f2(acc_old), _f2(acc_live) if isinstance(acc_live, (int, float)) else "none")
     summary = ("re-tune: " + "; ".join(moved)) if moved else ("the decision still holds (%s %s)" % (arm, facts))
     return {"verdict": "re-tune" if moved else "holds", "moved": moved, "summary": summary,
             "decided": {"arm": arm, "time": decision.get("time"), "p50_concurrency": p50_old, "accept_length": acc_old,
@@ -153,3 +154,7 @@ def _n(value):
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _f2(value):
+    return "%.2f" % float(value)
