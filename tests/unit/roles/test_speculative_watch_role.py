@@ -75,6 +75,8 @@ def test_writes_checks_and_is_idempotent(tmp_path):
     ({"speculative_watch_accept_length_margin": 1.5}, "speculative_watch_accept_length_margin=1.5: a margin is a fraction"),
     ({"speculative_watch_window": "five minutes"}, "speculative_watch_window='five minutes': not a Prometheus duration"),
     ({"speculative_watch_dir": "/nonexistent/prometheus"}, "speculative_watch_dir=/nonexistent/prometheus is not a directory on localhost"),
+    ({"speculative_watch_promtool": "/nonexistent/promtool"},
+     "speculative_watch_promtool=/nonexistent/promtool does not run on localhost"),
     ({"sglang_benchmark_result": {"rows": []}, "speculative_watch_accept_length": 0.5},
      "speculative_watch_accept_length=0.5: an accept length counts the bonus token"),
 ])
