@@ -135,8 +135,8 @@ def drift(decision, live, accept_length_margin=0.15, min_gain=0.0):
     acc_live = ((live.get("accept_length") or {}).get("mean"))
     if acc_old is not None and isinstance(acc_live, (int, float)) and acc_live < acc_old * (1.0 - float(accept_length_margin)):
         keep = 1.0 - float(accept_length_margin)
-        moved.append("accept length %s -> %s (below %s = %s x %s)" % (_f2(acc_old), _f2(acc_live), _f2(acc_old * keep),
-                                                                     _f2(acc_old), _f2(keep)))
+        moved.append("accept length %s -> %s (below %s = %s x %s)"
+                     % (_f2(acc_old), _f2(acc_live), _f2(acc_old * keep), _f2(acc_old), _f2(keep)))
     if acc_old is not None and acc_live is None:
         moved.append("accept length %s -> none: the server reports no speculative acceptance, but %s speculates" % (_f2(acc_old), arm))
     facts = "p50 concurrency %s -> %s" % (p50_old, _n(p50_live))
