@@ -138,7 +138,7 @@ def options(values=None):
 
 
 def _num(value):
-    """A float as PromQL reads it (repr without a trailing .0 noise: 1.9, 48, 101.3)."""
+    """A float as PromQL reads it (no trailing .0: 1.9, 101.3, 2 for 2.0)."""
     number = float(value)
     if number.is_integer():
         return str(int(number))
