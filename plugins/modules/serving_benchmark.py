@@ -518,7 +518,9 @@ records:
       C(accept_length_histogram) (C([{lo, hi, count}]), 0.25-token bins), C(categories) (per category C(requests),
       C(completed), C(failed), C(output_tokens), C(output_tok_s), C(mean_tpot_ms), C(median_tpot_ms),
       C(decode_tok_s_per_request), C(spec_requests), C(accept_length) (pooled), C(accept_length_mean)/C(_p10)/C(_p50)/C(_p90),
-      C(accept_rate)) and C(warnings) (e.g. synthetic prompts with speculative decoding, or no per-request accept length
+      C(accept_rate)), C(input_length_buckets) (the same keys per input-length bucket of the requests' prompt tokens,
+      C(<2k) (below 2048), C(2k-8k), C(8k-16k), C(>16k) (16384 and more), plus C(input_tokens_mean); only the buckets that
+      hold a request) and C(warnings) (e.g. synthetic prompts with speculative decoding, or no per-request accept length
       on an OpenAI backend)."
     - "C(accept_length_source): C(responses) (per request: C(/generate) C(meta_info), or on the OpenAI backends SGLang
       0.5.23's C(sglext.spec_tokens_details), asked for with C(return_spec_tokens_details)); on an OpenAI backend of an
@@ -731,6 +733,7 @@ def workload_fields(name, rows, params, prompts, results, duration, speculative,
         "accept_rate": overall["accept_rate"],
         "accept_length_histogram": spec_stats.accept_length_histogram(results),
         "categories": spec_stats.by_category(prompts, results, duration),
+        "input_length_buckets": spec_stats.by_input_length(results, duration),
         "warnings": warnings,
     }
 

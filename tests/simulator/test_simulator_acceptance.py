@@ -116,7 +116,7 @@ def test_draft_train_len_knob():
 
 def test_long_prompts_accept_less_end_to_end(sglang_sim):
     # 3 draft steps, math prompt (p = 1): 4.00 at any length up to 2048 tokens; at 16384+ tokens g = 0.09 / 1.30, so the
-    # accept length is 1 + 3 x 0.069231 = 1.2077 in expectation (p' solves p' + p'^2 + p'^3 = 0.207692: p' = 0.1726)
+    # accept length is 1 + 3 x 0.069231 = 1.2077 in expectation (p' solves p' + p'^2 + p'^3 = 0.207692: p' = 0.1727)
     srv = sglang_sim(["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
                       "--speculative-num-draft-tokens", "4", "--context-length", "65536"], instant=True)
     sp = {"max_new_tokens": 600, "ignore_eos": True, "temperature": 0}
