@@ -63,10 +63,14 @@ options:
         for capacity tests; it inflates speculative decoding). C(builtin) sends the collection's category-labelled prompt
         set (10 categories x 10 prompts, plugins/module_utils/_bench/builtin_prompts.py). C(auto) is C(builtin) when the
         server's info shows speculative decoding on, else C(random-ids).
-      - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl) files) or a glob, read on the controller by the
-        action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON (C(conversations) with
-        C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question files with C(category)
-        and C(turns) (MT-Bench, SPEED-Bench); rows may carry C(category) and C(output_len).
+      - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl)/C(.parquet) files) or a glob, read on the
+        controller by the action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON
+        (C(conversations) with C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question
+        files with C(category) and C(turns) (MT-Bench, SPEED-Bench JSONL exports), and NVIDIA SPEED-Bench's own Parquet
+        split files (C(qualitative/test-*.parquet), C(throughput_16k/test-*.parquet), ...; reading Parquet needs the
+        Python package pyarrow on the controller); rows may carry C(category) and C(output_len). SPEED-Bench rows still
+        holding its placeholder text (not resolved with NVIDIA's C(prepare_data.py)) are left out; a file that is mostly
+        placeholders fails.
       - A bad file (unreadable, empty, malformed, unknown format, a row without a prompt) or a category filter that matches
         nothing fails the task before any request is sent, naming the file, the line and the fix.
       - Text prompts reach the server as production traffic does. C(sglang) sends C(text) to C(/generate), C(openai)
