@@ -68,7 +68,7 @@ def build_rows(lengths, categories, tokens_per_word=1.3, output_len=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--out", required=True, help="JSONL file to write")
     ap.add_argument("--lengths", default="1000,4000,12000,20000", help="target input tokens per row, comma-separated")
     ap.add_argument("--categories", default="", help="built-in categories, comma-separated (default: all ten)")

@@ -504,8 +504,8 @@ def _long_context_ab_warnings(rows, candidate_label, baseline_label):
                 bad.append("%s-token prompts: decode speedup %s, accept length %s" % (bucket, _fmt(sp, 3), _fmt(acc, 2)))
         if bad:
             out.append("at %s %s %s wins overall, but not on long prompts (%s); for a long-context service (RAG, long "
-                       "documents) keep %s or measure that workload" % (r["key"], _fmt(r["level"]), candidate_label,
-                                                                       "; ".join(bad), baseline_label))
+                       "documents) keep %s or measure that workload"
+                       % (r["key"], _fmt(r["level"]), candidate_label, "; ".join(bad), baseline_label))
     return out
 
 

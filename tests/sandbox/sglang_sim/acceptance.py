@@ -161,7 +161,7 @@ def long_context_p(p, prompt_tokens, steps, train_len):
         return p
     goal = g * _drafted(p, steps)
     lo, hi = 0.0, p
-    for _ in range(60):
+    for _step in range(60):
         mid = (lo + hi) / 2.0
         if _drafted(mid, steps) < goal:
             lo = mid

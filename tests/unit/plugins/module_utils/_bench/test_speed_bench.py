@@ -40,8 +40,9 @@ def test_mostly_placeholders_is_refused_with_the_fix(tmp_path):
     path.parent.mkdir()
     path.write_text('{"category": "mixed", "turns": ["%s"]}\n{"category": "mixed", "turns": ["real text"]}\n'
                     '{"category": "mixed", "turns": ["%s"]}\n' % (sb.TURNS_PLACEHOLDER, sb.TURNS_PLACEHOLDER))
-    with pytest.raises(wl.WorkloadError, match=r"2 of 3 SPEED-Bench rows are unresolved placeholders.*prepare_data.py "
-                                                r"--config throughput_32k \(it writes data/speed/throughput_32k/test.parquet\)"):
+    expect = (r"2 of 3 SPEED-Bench rows are unresolved placeholders.*prepare_data.py "
+              r"--config throughput_32k \(it writes data/speed/throughput_32k/test.parquet\)")
+    with pytest.raises(wl.WorkloadError, match=expect):
         wl.load_file(str(path))
 
 
