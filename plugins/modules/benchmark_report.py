@@ -13,8 +13,12 @@ version_added: "1.0.0"
 description:
   - Writes the records of a M(llmops.sglang.serving_benchmark) sweep under O(dest)/<host>/<run_id>/ as
     C(results.jsonl) (bench_serving-compatible, one line per level, appended like bench_serving's C(--output-file);
-    a line already present is not written twice), C(summary.json) (with C(categories) rows and C(warnings)),
-    C(summary.md) (with the per-category table and warnings) and, with O(plots), PNG plots made
+    a line already present is not written twice), C(summary.json) (with C(categories) rows, C(warnings),
+    C(input_length_buckets) rows (accept length per input-length bucket C(<2k), C(2k-8k), C(8k-16k), C(>16k) of the
+    requests' prompt tokens) and C(input_length_warnings)), C(summary.md) (with the per-category and per-input-length
+    tables and warnings; a warning when a long bucket's accept length is below 1.3 while the short bucket's is not, and
+    in an A/B when the candidate wins overall but decodes slower or accepts below 1.3 on long prompts) and, with
+    O(plots), C(accept_length_by_input_length.png) when a level has per-bucket accept lengths, and PNG plots made
     with matplotlib - C(output_throughput.png) (output tok/s vs concurrency), C(decode_speed.png) (per-request decode
     tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency), and for a
     prompt workload C(accept_length_by_category.png) (accept length per category and level, p10-p90 whiskers).
@@ -156,7 +160,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils._report.files import
     ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
-    ReportError, ab_markdown, category_markdown, category_rows, compare, jsonl_line, level_key, markdown_table, plot_series,
+    ReportError, ab_markdown, category_markdown, category_rows, compare, input_bucket_markdown, input_bucket_rows,
+    input_bucket_warnings, jsonl_line, level_key, markdown_table, plot_series,
     run_warnings, summary_rows,
 )
 
@@ -277,6 +282,32 @@ def plot_categories(tmpdir, records, title):
     return {"accept_length_by_category.png": read_back(path)}
 
 
+def plot_input_buckets(tmpdir, records, title):
+    """``accept_length_by_input_length.png``: accept length per input-length bucket (bars per level, p10-p90 whiskers);
+    {} when no bucket has an accept length. Returns {filename: bytes}."""
+    rows = [r for r in input_bucket_rows(records) if r["accept_length"] is not None]
+    if not rows:
+        return {}
+    buckets = []
+    levels = []
+    for r in rows:
+        if r["bucket"] not in buckets:
+            buckets.append(r["bucket"])
+        if r["level"] not in levels:
+            levels.append(r["level"])
+    series, errs = [], []
+    for lv in levels:
+        by = dict((r["bucket"], r) for r in rows if r["level"] == lv)
+        series.append(("level %s (concurrency %s)" % (lv, _fmt_x(by[next(iter(by))]["concurrency"])),
+                       [by[b]["accept_length"] if b in by else None for b in buckets]))
+        errs.append(([by[b]["accept_length_p10"] if b in by else None for b in buckets],
+                     [by[b]["accept_length_p90"] if b in by else None for b in buckets]))
+    path = os.path.join(tmpdir, "accept_length_by_input_length.png")
+    _plot_bars(path, "%s: accept length by input tokens (p10-p90)" % title, "accept length (tokens per verify step)", buckets,
+               series, hline=1.0, errs=errs)
+    return {"accept_length_by_input_length.png": read_back(path)}
+
+
 def plot_ab_categories(tmpdir, ab, title):
     """``ab_speedup_by_category.png``: per-request decode speedup per category and level; {} without categories."""
     rows = [r for r in ab["levels"] if r.get("categories")]
@@ -337,6 +368,11 @@ def summary_md(title, host, run_id, records, ab_md=None):
     cat_md = category_markdown(records)
     if cat_md:
         lines += ["## Per category (workload `%s`)" % first.get("dataset_name"), "", cat_md, ""]
+    bucket_md = input_bucket_markdown(records)
+    if bucket_md:
+        lines += ["## Accept length by input length", "", bucket_md, ""]
+        for w in input_bucket_warnings(records):
+            lines += ["**Warning:** %s" % w, ""]
     errs = [(r.get("level"), e) for r in records for e in (r.get("error_kinds") or [])]
     if errs:
         lines.append("## Failed requests")
@@ -420,6 +456,8 @@ def main():
         "results.jsonl": merge_jsonl(existing, records).encode("utf-8"),
         "summary.json": (json.dumps({"host": p["host"], "run_id": p["run_id"], "title": p["title"], "levels": summary_rows(records),
                                      "categories": category_rows(records), "warnings": run_warnings(records),
+                                     "input_length_buckets": input_bucket_rows(records),
+                                     "input_length_warnings": input_bucket_warnings(records),
                                      "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
         "summary.md": md.encode("utf-8"),
     }
@@ -431,6 +469,7 @@ def main():
             with plot_dir("llmops-bench-plots-") as tmp:
                 content.update(plots_single(tmp, records, p["title"]))
                 content.update(plot_categories(tmp, records, p["title"]))
+                content.update(plot_input_buckets(tmp, records, p["title"]))
                 if ab:
                     content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
                     content.update(plot_ab_categories(tmp, ab, p["title"]))

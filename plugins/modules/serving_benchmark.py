@@ -63,10 +63,14 @@ options:
         for capacity tests; it inflates speculative decoding). C(builtin) sends the collection's category-labelled prompt
         set (10 categories x 10 prompts, plugins/module_utils/_bench/builtin_prompts.py). C(auto) is C(builtin) when the
         server's info shows speculative decoding on, else C(random-ids).
-      - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl) files) or a glob, read on the controller by the
-        action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON (C(conversations) with
-        C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question files with C(category)
-        and C(turns) (MT-Bench, SPEED-Bench); rows may carry C(category) and C(output_len).
+      - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl)/C(.parquet) files) or a glob, read on the
+        controller by the action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON
+        (C(conversations) with C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question
+        files with C(category) and C(turns) (MT-Bench, SPEED-Bench JSONL exports), and NVIDIA SPEED-Bench's own Parquet
+        split files (C(qualitative/test-*.parquet), C(throughput_16k/test-*.parquet), ...; reading Parquet needs the
+        Python package pyarrow on the controller); rows may carry C(category) and C(output_len). SPEED-Bench rows still
+        holding its placeholder text (not resolved with NVIDIA's C(prepare_data.py)) are left out; a file that is mostly
+        placeholders fails.
       - A bad file (unreadable, empty, malformed, unknown format, a row without a prompt) or a category filter that matches
         nothing fails the task before any request is sent, naming the file, the line and the fix.
       - Text prompts reach the server as production traffic does. C(sglang) sends C(text) to C(/generate), C(openai)
@@ -518,7 +522,9 @@ records:
       C(accept_length_histogram) (C([{lo, hi, count}]), 0.25-token bins), C(categories) (per category C(requests),
       C(completed), C(failed), C(output_tokens), C(output_tok_s), C(mean_tpot_ms), C(median_tpot_ms),
       C(decode_tok_s_per_request), C(spec_requests), C(accept_length) (pooled), C(accept_length_mean)/C(_p10)/C(_p50)/C(_p90),
-      C(accept_rate)) and C(warnings) (e.g. synthetic prompts with speculative decoding, or no per-request accept length
+      C(accept_rate)), C(input_length_buckets) (the same keys per input-length bucket of the requests' prompt tokens,
+      C(<2k) (below 2048), C(2k-8k), C(8k-16k), C(>16k) (16384 and more), plus C(input_tokens_mean); only the buckets that
+      hold a request) and C(warnings) (e.g. synthetic prompts with speculative decoding, or no per-request accept length
       on an OpenAI backend)."
     - "C(accept_length_source): C(responses) (per request: C(/generate) C(meta_info), or on the OpenAI backends SGLang
       0.5.23's C(sglext.spec_tokens_details), asked for with C(return_spec_tokens_details)); on an OpenAI backend of an
@@ -731,6 +737,7 @@ def workload_fields(name, rows, params, prompts, results, duration, speculative,
         "accept_rate": overall["accept_rate"],
         "accept_length_histogram": spec_stats.accept_length_histogram(results),
         "categories": spec_stats.by_category(prompts, results, duration),
+        "input_length_buckets": spec_stats.by_input_length(results, duration),
         "warnings": warnings,
     }
 

@@ -198,7 +198,10 @@ decision:
     C(speedup_table) (per arm and concurrency, speedup over the simplest arm with its 95 % bounds) and
     C(accept_length) (per arm and concurrency, mean over trials) and C(category_acceptance) (per arm, weighted
     concurrency and workload category, C(accept_length), C(accept_rate), C(requests), C(trials); see
-    C(spec_decision.category_acceptance)).
+    C(spec_decision.category_acceptance)), C(input_length_acceptance) (per arm, weighted concurrency and input-length
+    bucket C(<2k), C(2k-8k), C(8k-16k), C(>16k), C(accept_length), C(decode_tok_s_per_request), C(input_tokens_mean),
+    C(requests), C(trials)) and C(long_context_warnings) (the winner's accept length below 1.3, or its per-request decode
+    speedup over the baseline below 1, in a bucket past 2048 tokens; also in C(decision.md)).
   returned: always
   type: dict
 winner:
@@ -228,8 +231,8 @@ summary:
   type: raw
 record:
   description: (decide) what to record in the decision file on the host - C(arm), C(server_vars), C(time), C(objective),
-    C(weights), C(basis), C(significant), C(category_acceptance), C(evidence), C(speedup_table), C(fingerprint),
-    C(report_dir), C(tuned_on) (read back by the C(sglang_server) role with C(sglang_server_speculative_from_decision)).
+    C(weights), C(basis), C(significant), C(category_acceptance), C(input_length_acceptance), C(evidence),
+    C(speedup_table), C(fingerprint), C(report_dir), C(tuned_on) (read back by the C(sglang_server) role with C(sglang_server_speculative_from_decision)).
   returned: always
   type: dict
 """
@@ -473,6 +476,7 @@ def decision_markdown(title, decision, state):
             cells.append("%.3f" % r["speedup"] if r["low"] is None else "%.3f [%.3f, %.3f]" % (r["speedup"], r["low"], r["high"]))
         lines.append("| %s | %s |" % (key, " | ".join(cells)))
     lines += category_markdown(d)
+    lines += input_length_markdown(d)
     failed = [(k, e["failed"]) for k, e in state["arms"].items() if e.get("failed")]
     if failed or d["problems"]:
         lines += ["", "## Left out", ""] + ["- `%s`: %s" % (k, why) for k, why in failed] + ["- %s" % x for x in d["problems"]]
@@ -506,6 +510,40 @@ def category_markdown(decision):
                 else:
                     cells.append("%.2f (%.0f %%)" % (c["accept_length"], 100 * c["accept_rate"]))
             lines.append("| %s | %s |" % (key, " | ".join(cells)))
+    return lines
+
+
+def input_length_markdown(decision):
+    """Lines of decision.md's acceptance-by-input-length section: one table per weighted concurrency, a row per arm, a
+    column per input-length bucket, each cell the accept length and the per-request decode tok/s (means over trials),
+    then one warning line per long bucket where the winner fails (``spec_decision.long_context_warnings``). Empty when
+    no arm measured input buckets."""
+    table = decision.get("input_length_acceptance") or {}
+    lines = []
+    order = ("<2k", "2k-8k", "8k-16k", ">16k")
+    for conc in sorted(decision["weights"], key=int):
+        present = set(b for per in table.values() for b in (per.get(str(conc)) or {}))
+        buckets = [b for b in order if b in present]
+        if not buckets:
+            continue
+        if not lines:
+            lines = ["", "## Acceptance by input length", "",
+                     "Accept length (tokens per verify step) and per-request decode tok/s (in brackets), means over trials, "
+                     "by the requests' input tokens. A draft trained on short sequences accepts less on long inputs."]
+        lines += ["", "Concurrency %s:" % conc, "", "| arm | " + " | ".join(buckets) + " |", "|---|" + "---:|" * len(buckets)]
+        for key in [a["key"] for a in decision["arms"]]:
+            per = (table.get(key) or {}).get(str(conc)) or {}
+            cells = []
+            for b in buckets:
+                c = per.get(b)
+                if not c:
+                    cells.append("-")
+                else:
+                    cells.append("%s (%s)" % ("-" if c["accept_length"] is None else "%.2f" % c["accept_length"],
+                                              "-" if c["decode_tok_s_per_request"] is None else "%.1f" % c["decode_tok_s_per_request"]))
+            lines.append("| %s | %s |" % (key, " | ".join(cells)))
+    for w in decision.get("long_context_warnings") or []:
+        lines += ["", "**Warning:** %s." % w]
     return lines
 
 
@@ -551,6 +589,9 @@ def decide(p, check_mode):
     decision["speedup_table"] = sd.speedup_table(results, decision["baseline"], p["objective"])
     decision["accept_length"] = dict((k, dict((str(c), v) for c, v in per.items())) for k, per in accept_lengths(results).items())
     decision["category_acceptance"] = sd.category_acceptance(results, [int(c) for c in decision["weights"]])
+    decision["input_length_acceptance"] = sd.input_length_acceptance(results, [int(c) for c in decision["weights"]])
+    decision["long_context_warnings"] = sd.long_context_warnings(decision["input_length_acceptance"], decision["winner"],
+                                                                 decision["baseline"])
     decision["fingerprint"] = state.get("fingerprint", {})
     winner = next(r["arm"] for r in results if r["arm"]["key"] == decision["winner"])
     winner_vars = dict(("sglang_server_" + k, winner[k]) for k in sd.ARM_KEYS[1:])
@@ -574,7 +615,8 @@ def decide(p, check_mode):
             files = write_report_files(p["report_dir"], content)[0]
     record = {"arm": winner, "server_vars": winner_vars, "time": decision["time"], "objective": decision["objective"],
               "weights": decision["weights"], "basis": decision["basis"], "significant": decision["significant"],
-              "category_acceptance": decision["category_acceptance"], "evidence": decision["arms"],
+              "category_acceptance": decision["category_acceptance"],
+              "input_length_acceptance": decision["input_length_acceptance"], "evidence": decision["arms"],
               "speedup_table": decision["speedup_table"], "fingerprint": decision["fingerprint"],
               "report_dir": p.get("report_dir"), "tuned_on": p.get("tuned_on") or ""}
     return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files, "record": record}

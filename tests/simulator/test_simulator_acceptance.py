@@ -76,3 +76,52 @@ def test_accept_length_follows_the_prompt_end_to_end(sglang_sim):
     assert hot["spec_accept_length"] == pytest.approx(2.952, abs=0.2)
     ids = _generate(srv.url, {"input_ids": list(range(1000, 1032)), "sampling_params": sp})
     assert ids["spec_accept_length"] == pytest.approx(4.0, abs=0.01)
+
+
+# --- long context: acceptance falls past the draft's training length (EAGLE3 Qwen3-8B, speculators #684, sglang #6783) ---
+
+def test_context_factor_by_hand():
+    # g = (published accept length - 1) / (2.30 - 1) at 1, 2, 4, 6, 8 x the training length (2048 tokens)
+    assert acc.context_factor(1000, 2048) == 1.0 and acc.context_factor(2048, 2048) == 1.0
+    assert acc.context_factor(4096, 2048) == pytest.approx(1.04 / 1.30)      # 0.8
+    assert acc.context_factor(8192, 2048) == pytest.approx(0.69 / 1.30)      # 0.5308
+    assert acc.context_factor(12288, 2048) == pytest.approx(0.29 / 1.30)     # 0.2231
+    assert acc.context_factor(16384, 2048) == pytest.approx(0.09 / 1.30)     # 0.0692
+    assert acc.context_factor(40000, 2048) == pytest.approx(0.09 / 1.30)     # flat past the last published point
+    assert acc.context_factor(3072, 2048) == pytest.approx(0.9)              # halfway between 1.0 (2k) and 0.8 (4k)
+    assert acc.context_factor(8192, 4096) == pytest.approx(0.8)              # the curve scales with the training length
+    assert acc.context_factor(100000, 0) == 1.0                              # 0 = off
+
+
+def test_long_context_p_reproduces_the_published_accept_lengths():
+    # two draft steps, short-prompt p with 1 + p + p^2 = 2.30: p = (-1 + sqrt(1 + 4 x 1.30)) / 2 = 0.744990
+    p = (-1 + 6.2 ** 0.5) / 2
+    assert p == pytest.approx(0.744990, abs=1e-6)
+    for tokens, published in ((2048, 2.30), (4096, 2.04), (8192, 1.69), (12288, 1.29), (16384, 1.09)):
+        q = acc.long_context_p(p, tokens, 2, 2048)
+        assert 1 + q + q * q == pytest.approx(published, abs=1e-9)
+    # one draft step: p' = g x p exactly; p = 0 (a broken draft) stays 0; no speculation (0 steps) is unchanged
+    assert acc.long_context_p(0.9, 4096, 1, 2048) == pytest.approx(0.72)
+    assert acc.long_context_p(0.0, 16384, 3, 2048) == 0.0
+    assert acc.long_context_p(0.9, 16384, 0, 2048) == 0.9
+
+
+def test_draft_train_len_knob():
+    from sglang_sim import knobs
+    assert knobs.resolve({}, {})["draft_train_len"] == 2048
+    assert knobs.resolve({"SGLANG_SIM_DRAFT_TRAIN_LEN": "0"}, {})["draft_train_len"] == 0
+    with pytest.raises(knobs.KnobError, match="SGLANG_SIM_DRAFT_TRAIN_LEN='-5'.*integer >= 0"):
+        knobs.resolve({"SGLANG_SIM_DRAFT_TRAIN_LEN": "-5"}, {})
+
+
+def test_long_prompts_accept_less_end_to_end(sglang_sim):
+    # 3 draft steps, math prompt (p = 1): 4.00 at any length up to 2048 tokens; at 16384+ tokens g = 0.09 / 1.30, so the
+    # accept length is 1 + 3 x 0.069231 = 1.2077 in expectation (p' solves p' + p'^2 + p'^3 = 0.207692: p' = 0.1727)
+    srv = sglang_sim(["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                      "--speculative-num-draft-tokens", "4", "--context-length", "65536"], instant=True)
+    sp = {"max_new_tokens": 600, "ignore_eos": True, "temperature": 0}
+    short = _generate(srv.url, {"text": "Solve 15*23 = x. " * 100, "sampling_params": sp})
+    assert short["prompt_tokens"] <= 2048 and short["spec_accept_length"] == pytest.approx(4.0, abs=0.01)
+    long = _generate(srv.url, {"text": "Solve 15*23 = x. " * 2800, "sampling_params": sp})
+    assert long["prompt_tokens"] > 16384
+    assert long["spec_accept_length"] == pytest.approx(1.2077, abs=0.08)

@@ -131,6 +131,38 @@ def by_category(prompts, results, duration_s):
     return dict((cat, group_stats(groups[cat], duration_s)) for cat in sorted(groups))
 
 
+#: Input-length buckets of :func:`by_input_length`: ``(label, lowest prompt tokens, first prompt tokens past it or None)``.
+#: Powers of two around the length drafts are commonly trained at (2048 tokens): a draft loses acceptance past it
+#: (EAGLE3 Qwen3-8B: accept length 2.30 at 2k, 1.69 at 8k, 1.09 at 16k; vllm-project/speculators #684, SGLang #6783).
+INPUT_BUCKETS = (("<2k", 0, 2048), ("2k-8k", 2048, 8192), ("8k-16k", 8192, 16384), (">16k", 16384, None))
+
+
+def input_bucket(prompt_tokens):
+    """The :data:`INPUT_BUCKETS` label of a request of ``prompt_tokens`` input tokens (int >= 0): ``<2k`` below 2048,
+    ``2k-8k`` from 2048 to 8191, ``8k-16k`` from 8192 to 16383, ``>16k`` from 16384 on."""
+    for label, lo, hi in INPUT_BUCKETS:
+        if prompt_tokens >= lo and (hi is None or prompt_tokens < hi):
+            return label
+    return INPUT_BUCKETS[0][0]
+
+
+def by_input_length(results, duration_s):
+    """``{bucket: group_stats + {"input_tokens_mean"}}`` for a level, the requests grouped by their input tokens
+    (``RequestResult.prompt_len``: the server's ``prompt_tokens``, or the token ids sent) into :data:`INPUT_BUCKETS`, in
+    bucket order, only the buckets that hold a request. ``input_tokens_mean``: the mean input tokens of the bucket's
+    requests. A multi-turn conversation's later turns count with their whole history (what the server prefilled)."""
+    groups = {}
+    for r in results:
+        groups.setdefault(input_bucket(int(r.prompt_len or 0)), []).append(r)
+    out = {}
+    for label, _lo, _hi in INPUT_BUCKETS:
+        if label in groups:
+            st = group_stats(groups[label], duration_s)
+            st["input_tokens_mean"] = mean([float(r.prompt_len or 0) for r in groups[label]])
+            out[label] = st
+    return out
+
+
 #: How :func:`server_accept_length` measured, for the record's ``accept_length_source`` and the level warning.
 SERVER_SOURCES = {
     "server_counters": "the server's /metrics counters over the level (delta sglang:generation_tokens_total / delta "

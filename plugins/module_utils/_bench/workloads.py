@@ -28,9 +28,12 @@ File formats (one file may mix row shapes; the shape is decided per row):
   the multi-turn replay.
 * JSONL (or a JSON array) of ``{"prompt": "..."}`` or OpenAI ``{"messages": [{"role", "content"}, ...]}`` rows (the
   chat backend sends the messages as they are; ``/generate`` sends their contents joined by blank lines).
-* Question files (MT-Bench ``question.jsonl``, SPEED-Bench's qualitative split exported as JSONL):
+* Question files (MT-Bench ``question.jsonl``, SPEED-Bench's splits exported as JSONL):
   ``{"category": "...", "turns": ["first turn", ...]}``; the first turn is the prompt, and every turn a turn of the
   multi-turn replay.
+* SPEED-Bench's Parquet files (``<config>/test-*.parquet``, needs pyarrow on the controller): :mod:`speed_bench`.
+  SPEED-Bench rows still holding its placeholder (not resolved with NVIDIA's prepare_data.py) are left out in every
+  format; a file that is mostly placeholders is refused.
 
 Every row may carry ``category`` (str) and ``output_len`` (int >= 1). A workload spec is a file, a directory (its
 ``*.json``/``*.jsonl`` files, sorted, not recursive) or a glob. Every problem raises :class:`WorkloadError` naming the
@@ -52,7 +55,7 @@ RANDOM_IDS = "random-ids"
 BUILTIN = "builtin"
 AUTO = "auto"
 NAMED_WORKLOADS = (AUTO, RANDOM_IDS, BUILTIN)
-FILE_EXTENSIONS = (".json", ".jsonl")
+FILE_EXTENSIONS = (".json", ".jsonl", ".parquet")
 UNCATEGORIZED = "uncategorized"
 # A row's prompt text is capped so that a corrupt file cannot ship gigabytes as module arguments.
 MAX_PROMPT_CHARS = 400000
@@ -207,8 +210,12 @@ def load_file(path):
     """
     ext = os.path.splitext(path)[1].lower()
     if ext not in FILE_EXTENSIONS:
-        raise WorkloadError("workload %s: unknown format %r; use a .json file (ShareGPT array or JSON array of rows) or a "
-                            ".jsonl file (one row per line)" % (path, ext or "(no extension)"))
+        raise WorkloadError("workload %s: unknown format %r; use a .json file (ShareGPT array or JSON array of rows), a "
+                            ".jsonl file (one row per line) or a SPEED-Bench .parquet file" % (path, ext or "(no extension)"))
+    # SPEED-Bench's Parquet splits, and its unresolved placeholder rows in any format: speed_bench.py
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench import speed_bench  # pylint: disable=import-outside-toplevel
+    if ext == ".parquet":
+        return speed_bench.load_parquet(path)[0]
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -241,7 +248,7 @@ def load_file(path):
             rows.append(parse_row(obj, path, i))
     if not rows:
         raise WorkloadError("workload %s: the file holds no rows; give at least one prompt row" % path)
-    return rows
+    return speed_bench.drop_placeholders(rows, path)[0]
 
 
 def resolve_files(spec):

@@ -286,6 +286,66 @@ def category_markdown(records):
     return "\n".join(lines)
 
 
+#: Input-length buckets past the common draft training length (2048 tokens), and the accept length below which a long
+#: bucket is flagged: with an accept length under ~1.3 a verify step (target forward over the drafts, plus the draft
+#: steps) yields too few tokens to pay for itself on most setups (a rule of thumb, not a measured constant).
+LONG_BUCKETS = ("2k-8k", "8k-16k", ">16k")
+LONG_CONTEXT_MIN_ACCEPT_LENGTH = 1.3
+
+
+def input_bucket_rows(records):
+    """Per level and input-length bucket rows ``{level, concurrency, request_rate, workload, bucket, input_tokens_mean,
+    <CATEGORY_FIELDS>}`` from the records' ``input_length_buckets`` blocks (serving_benchmark, buckets
+    ``spec_stats.INPUT_BUCKETS`` in their order); empty for records without them."""
+    rows = []
+    for i, rec in enumerate(records):
+        for bucket, st in (rec.get("input_length_buckets") or {}).items():
+            row = {"level": rec.get("level", i + 1), "concurrency": rec.get("max_concurrency"),
+                   "request_rate": _rate_display(rec.get("request_rate")), "workload": rec.get("dataset_name"),
+                   "bucket": bucket, "input_tokens_mean": st.get("input_tokens_mean")}
+            for k in CATEGORY_FIELDS:
+                row[k] = st.get(k)
+            rows.append(row)
+    return rows
+
+
+def input_bucket_markdown(records):
+    """Markdown table of :func:`input_bucket_rows` ('' when no level has an accept length in any bucket: speculation
+    off, or no per-request accept length)."""
+    rows = input_bucket_rows(records)
+    if not any(r["accept_length"] is not None for r in rows):
+        return ""
+    lines = ["| level | concurrency | input tokens | mean input | ok | accept len | p10 | p50 | p90 | decode tok/s/req |",
+             "|---:|---:|---|" + "---:|" * 7]
+    for r in rows:
+        lines.append("| %s |" % " | ".join([
+            _fmt(r["level"]), _fmt(r["concurrency"]), r["bucket"], _fmt(r["input_tokens_mean"], 0), _fmt(r["completed"]),
+            _fmt(r["accept_length"], 2), _fmt(r["accept_length_p10"], 2), _fmt(r["accept_length_p50"], 2),
+            _fmt(r["accept_length_p90"], 2), _fmt(r["decode_tok_s_per_request"])]))
+    return "\n".join(lines)
+
+
+def input_bucket_warnings(records):
+    """One warning per level whose accept length in a long input bucket (:data:`LONG_BUCKETS`) is below
+    :data:`LONG_CONTEXT_MIN_ACCEPT_LENGTH` while its shortest bucket's is not: a draft that works on short prompts and
+    not on long ones (RAG, long documents)."""
+    out = []
+    for i, rec in enumerate(records):
+        buckets = rec.get("input_length_buckets") or {}
+        accs = [(b, st.get("accept_length")) for b, st in buckets.items() if st.get("accept_length") is not None]
+        if not accs:
+            continue
+        short = accs[0]
+        low = [(b, a) for b, a in accs if b in LONG_BUCKETS and a < LONG_CONTEXT_MIN_ACCEPT_LENGTH and b != short[0]]
+        if low and short[1] >= LONG_CONTEXT_MIN_ACCEPT_LENGTH:
+            out.append("level %s (concurrency %s): accept length %.2f on %s-token prompts but %s: speculative decoding that "
+                       "pays on short prompts may cost on long ones; measure the long-context workload before serving it "
+                       "(docs/benchmark.md, acceptance by input length)" % (
+                           _fmt(rec.get("level", i + 1)), _fmt(rec.get("max_concurrency")), short[1], short[0],
+                           ", ".join("%.2f on %s" % (a, b) for b, a in low)))
+    return out
+
+
 def run_warnings(records):
     """The distinct ``warnings`` of the records, in first-seen order (e.g. synthetic prompts under speculation)."""
     out = []
@@ -390,6 +450,7 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
             "candidate_accept_length": c.get("accept_length"),
             "winner": None if sp is None else (candidate_label if sp > 1.0 + min_gain else baseline_label),
             "categories": _category_speedups(b, c),
+            "input_buckets": _category_speedups(b, c, "input_length_buckets"),
         })
     valid = [r for r in rows if r["speedup"] is not None and not math.isinf(r["level"])]
     crossover = {"concurrency": None, "level": None, "note": ""}
@@ -417,7 +478,7 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
                               "with no max_concurrency; sweep sglang_benchmark_concurrency instead (and leave "
                               "sglang_benchmark_request_rates empty)" % (_fmt(target), ", ".join(rates)))
         decision = _decide(baseline, candidate, target, min_gain, baseline_label, candidate_label)
-    warnings = run_warnings(list(baseline) + list(candidate))
+    warnings = run_warnings(list(baseline) + list(candidate)) + _long_context_ab_warnings(rows, candidate_label, baseline_label)
     if decision is not None and warnings:
         decision["warnings"] = warnings
         decision["reason"] += "; WARNING: " + "; ".join(warnings)
@@ -425,13 +486,36 @@ def compare(baseline, candidate, target=None, min_gain=0.0, baseline_label="mtp_
             "baseline_label": baseline_label, "candidate_label": candidate_label, "metric": "output_throughput"}
 
 
-def _category_speedups(b, c):
+def _long_context_ab_warnings(rows, candidate_label, baseline_label):
+    """One warning per level where the candidate wins overall but, in a long input bucket (:data:`LONG_BUCKETS`), decodes
+    slower per request than the baseline (decode speedup < 1) or accepts fewer than LONG_CONTEXT_MIN_ACCEPT_LENGTH tokens
+    per verify step: the decision holds for short prompts and fails for long ones."""
+    out = []
+    for r in rows:
+        if r["winner"] != candidate_label:
+            continue
+        bad = []
+        for bucket, v in (r.get("input_buckets") or {}).items():
+            if bucket not in LONG_BUCKETS:
+                continue
+            sp, acc = v.get("decode_speedup"), v.get("candidate_accept_length")
+            if (sp is not None and sp < 1.0) or (acc is not None and acc < LONG_CONTEXT_MIN_ACCEPT_LENGTH):
+                bad.append("%s-token prompts: decode speedup %s, accept length %s" % (bucket, _fmt(sp, 3), _fmt(acc, 2)))
+        if bad:
+            out.append("at %s %s %s wins overall, but not on long prompts (%s); for a long-context service (RAG, long "
+                       "documents) keep %s or measure that workload"
+                       % (r["key"], _fmt(r["level"]), candidate_label, "; ".join(bad), baseline_label))
+    return out
+
+
+def _category_speedups(b, c, key="categories"):
     """Per category of a level present in both arms: ``{category: {baseline/candidate decode_tok_s_per_request,
     decode_speedup (candidate / baseline per-request decode speed), candidate_accept_length}}``. The category's share
-    of output tok/s is not compared: both arms send the same prompts, so that ratio is the level's, not the category's."""
-    bc, cc = b.get("categories") or {}, c.get("categories") or {}
+    of output tok/s is not compared: both arms send the same prompts, so that ratio is the level's, not the category's.
+    ``key``: the records' block to pair (``categories``, or ``input_length_buckets``: the same per input-length bucket)."""
+    bc, cc = b.get(key) or {}, c.get(key) or {}
     out = {}
-    for cat in sorted(set(bc) & set(cc)):
+    for cat in (sorted(set(bc) & set(cc)) if key == "categories" else [k for k in cc if k in bc]):
         bd = bc[cat].get("decode_tok_s_per_request") or 0.0
         cd = cc[cat].get("decode_tok_s_per_request") or 0.0
         out[cat] = {"baseline_decode_tok_s_per_req": bd, "candidate_decode_tok_s_per_req": cd,

@@ -488,6 +488,78 @@ def category_acceptance(results, levels):
     return out
 
 
+#: Input-length buckets past the common draft training length (2048 tokens) and the accept length below which the winner
+#: is flagged there (the same rule as the benchmark report's, ``_report.benchmark.LONG_CONTEXT_MIN_ACCEPT_LENGTH``).
+LONG_BUCKETS = ("2k-8k", "8k-16k", ">16k")
+LONG_CONTEXT_MIN_ACCEPT_LENGTH = 1.3
+
+
+def input_length_acceptance(results, levels):
+    """Per arm, concurrency and input-length bucket (``<2k``, ``2k-8k``, ``8k-16k``, ``>16k`` of the requests' prompt
+    tokens): the accept length and per-request decode speed the arm's trials measured.
+
+    ``results``/``levels`` as for :func:`category_acceptance`; each record may carry ``input_length_buckets``
+    (serving_benchmark, ``spec_stats.by_input_length``). Values are plain means over the trials that reported them.
+
+    :returns: ``{arm key: {"<concurrency>": {bucket: {"accept_length" (None without speculation),
+        "decode_tok_s_per_request", "input_tokens_mean", "requests", "trials"}}}}``, buckets in their order.
+    """
+    out = {}
+    wanted = sorted(set(int(c) for c in levels))
+    for res in results:
+        per_level = {}
+        for conc in wanted:
+            sums = {}
+            for records in res["trials"]:
+                rec = _level_records(records).get(conc)
+                if not rec:
+                    continue
+                for bucket, st in (rec.get("input_length_buckets") or {}).items():
+                    slot = sums.setdefault(bucket, {"acc": [], "dec": [], "tok": [], "requests": 0, "trials": 0})
+                    slot["trials"] += 1
+                    slot["requests"] += int(st.get("completed") or 0)
+                    for key, name in (("acc", "accept_length"), ("dec", "decode_tok_s_per_request"), ("tok", "input_tokens_mean")):
+                        v = st.get(name)
+                        if isinstance(v, (int, float)) and not isinstance(v, bool):
+                            slot[key].append(float(v))
+            per_level[str(conc)] = dict(
+                (b, {"accept_length": (sum(v["acc"]) / len(v["acc"])) if v["acc"] else None,
+                     "decode_tok_s_per_request": (sum(v["dec"]) / len(v["dec"])) if v["dec"] else None,
+                     "input_tokens_mean": (sum(v["tok"]) / len(v["tok"])) if v["tok"] else None,
+                     "requests": v["requests"], "trials": v["trials"]})
+                for b, v in sums.items())
+        out[res["arm"]["key"]] = per_level
+    return out
+
+
+def long_context_warnings(table, winner, baseline):
+    """Warnings for a winner that holds on short prompts and fails on long ones: for each concurrency of ``table``
+    (:func:`input_length_acceptance`) and each long bucket (:data:`LONG_BUCKETS`), the winner's accept length below
+    :data:`LONG_CONTEXT_MIN_ACCEPT_LENGTH`, or its per-request decode speed below the ``baseline`` arm's (speedup < 1).
+    Empty when the winner is the baseline or no long prompt was measured."""
+    if winner == baseline:
+        return []
+    out = []
+    mine, base = table.get(winner) or {}, table.get(baseline) or {}
+    for conc in sorted(mine, key=int):
+        for bucket, v in (mine.get(conc) or {}).items():
+            if bucket not in LONG_BUCKETS:
+                continue
+            b = (base.get(conc) or {}).get(bucket) or {}
+            acc, dec, bdec = v.get("accept_length"), v.get("decode_tok_s_per_request"), b.get("decode_tok_s_per_request")
+            speedup = (dec / bdec) if dec and bdec else None
+            why = []
+            if acc is not None and acc < LONG_CONTEXT_MIN_ACCEPT_LENGTH:
+                why.append("accept length %.2f < %.1f" % (acc, LONG_CONTEXT_MIN_ACCEPT_LENGTH))
+            if speedup is not None and speedup < 1.0:
+                why.append("per-request decode speedup over %s %.3f < 1" % (baseline, speedup))
+            if why:
+                out.append("the winner %s fails on %s-token prompts at concurrency %s (%s): the decision holds for short "
+                           "prompts, not long ones; for a long-context service (RAG, long documents) tune on that workload "
+                           "or serve %s" % (winner, bucket, conc, ", ".join(why), baseline))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------
 # keeping the decision: the sglang_server role serves the tuned arm (sglang_server_speculative_from_decision)
 # ------------------------------------------------------------------------------------------------------

@@ -29,6 +29,16 @@ Sources and calibration (docs/simulator.md "Acceptance"):
 * the seed's numbers hold: "What is 15*23? Answer briefly." and the verify probe "Count from 1 to 500, separated by
   commas:" are math (factor 1.0), so at temperature 0 with one draft token every draft is accepted (accept length 2.00,
   ~135 tok/s).
+
+Long context (:func:`context_factor`, :func:`long_context_p`): a draft trained on short sequences loses acceptance on
+long inputs. The published EAGLE3 Qwen3-8B accept lengths by input length (vllm-project/speculators issue #684, SGLang
+issue #6783) are 2.30 at 2k tokens, 2.04 at 4k, 1.69 at 8k, 1.29 at 12k and 1.09 at 16k, for a draft trained at 2048
+tokens. The simulator keeps their shape on the *drafted part* of the accept length, ``AL - 1`` (what the draft adds to
+the one token every verify step yields): at ``r = prompt tokens / SGLANG_SIM_DRAFT_TRAIN_LEN`` the request's expected
+accept length is ``1 + (AL_short - 1) x g(r)`` with ``g`` = (published AL - 1) / 1.30 at r = 1, 2, 4, 6, 8, linear in
+between, 1 at or below the training length and held at its last value (0.0692) past 8x. Its per-token probability is
+the ``p'`` that gives that accept length with the server's draft steps. With the defaults (2048 tokens) a request whose
+short-prompt accept length is 2.30 reads exactly the published numbers; 0 turns the fall-off off.
 """
 from __future__ import annotations
 
@@ -115,6 +125,49 @@ def temperature_factor(temperature, top_p=1.0):
         return 1.0
     tp = min(max(tp, 0.0), 1.0)
     return max(0.5, 1.0 - 0.2 * min(t, 2.5) * tp)
+
+
+#: The published EAGLE3 Qwen3-8B accept lengths by input length, in tokens, for a draft trained at 2048 tokens
+#: (vllm-project/speculators issue #684; SGLang issue #6783): ((input tokens, accept length), ...).
+PUBLISHED_LONG_CONTEXT = ((2048, 2.30), (4096, 2.04), (8192, 1.69), (12288, 1.29), (16384, 1.09))
+#: The same curve as ``(r, g)``: r = input tokens / training length, g = the share of the drafted tokens (AL - 1) kept.
+CONTEXT_CURVE = tuple((n / 2048.0, (al - 1.0) / (2.30 - 1.0)) for n, al in PUBLISHED_LONG_CONTEXT)
+
+
+def context_factor(prompt_tokens, train_len):
+    """``g``: the share of the drafted part of the accept length (AL - 1) a request keeps at ``prompt_tokens`` input tokens
+    with a draft trained at ``train_len`` tokens (see the module docstring); 1.0 when ``train_len`` is 0 (off) or the prompt
+    is not longer than it. Piecewise linear in the prompt length between the published points, flat past the last."""
+    if not train_len or train_len <= 0 or prompt_tokens <= train_len:
+        return 1.0
+    r = float(prompt_tokens) / float(train_len)
+    for (r0, g0), (r1, g1) in zip(CONTEXT_CURVE, CONTEXT_CURVE[1:]):
+        if r <= r1:
+            return g0 + (g1 - g0) * (r - r0) / (r1 - r0)
+    return CONTEXT_CURVE[-1][1]
+
+
+def _drafted(p, steps):
+    """Expected accepted drafts per verify step, ``p + p**2 + ... + p**steps``."""
+    return sum(p ** k for k in range(1, steps + 1))
+
+
+def long_context_p(p, prompt_tokens, steps, train_len):
+    """The per-draft-token probability of a request of ``prompt_tokens`` input tokens whose short-prompt probability is
+    ``p``, with ``steps`` draft steps and a draft trained at ``train_len`` tokens (0 = off): the ``p'`` in [0, p] with
+    ``drafted(p') = g x drafted(p)`` (so the expected accept length is ``1 + g x (AL_short - 1)``), by bisection."""
+    g = context_factor(prompt_tokens, train_len)
+    if g >= 1.0 or p <= 0.0 or steps <= 0:
+        return p
+    goal = g * _drafted(p, steps)
+    lo, hi = 0.0, p
+    for _step in range(60):
+        mid = (lo + hi) / 2.0
+        if _drafted(mid, steps) < goal:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
 
 
 def accept_probability(text, base_p, temperature=0.0, top_p=1.0):

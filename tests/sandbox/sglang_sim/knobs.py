@@ -90,6 +90,8 @@ KNOBS = (
     ("prefill_ms_per_token", _nonneg_float, 0.05, "prefill cost per new prompt token, ms"),
     ("accept_p", _prob, 1.0, "probability that each draft token is accepted, along the chain"),
     ("seed", _count, 0, "random seed for draft acceptance"),
+    ("draft_train_len", _count, 2048, "draft training length, tokens: acceptance falls with the prompt length past it "
+     "(EAGLE3 Qwen3-8B shape, acceptance.py); 0 = off"),
     ("slow_start_s", _duration, 0.0, "fault: /health answers 503 and the scheduler waits this long after HTTP is up, s"),
     ("never_ready", _bool, False, "fault: the server never finishes warm-up (/health 503 forever, requests hang)"),
     ("crash_after", _count, 0, "fault: the process dies with status 137 (as after SGLang's self-SIGKILL) when request N+1 arrives; 0 = off"),

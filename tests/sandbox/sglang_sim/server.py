@@ -21,7 +21,7 @@ import time
 import traceback
 import uuid
 
-from sglang_sim.acceptance import accept_probability
+from sglang_sim.acceptance import accept_probability, long_context_p
 from sglang_sim.engine import NV, TOKEN_ID, HIST_BUCKETS, Request, token_text
 from sglang_sim.httpconn import HttpConn
 from sglang_sim.prefix_cache import page_keys
@@ -362,6 +362,8 @@ class App(object):
             c.head = ('data: {"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{"role":null,"content":"'
                       % (json.dumps(rid), c.created, c.model)).encode()
             c.text_buf = bytearray() if not stream else None
+        if accept_p is not None:   # long prompts: acceptance falls past the draft's training length (acceptance.py)
+            accept_p = long_context_p(accept_p, prompt_len, self.cfg.num_steps, self.cfg.knobs["draft_train_len"])
         req = Request(rid, prompt_len, max_new, _EMITTERS[kind], _fail, conn=conn, ctx=c, accept_p=accept_p)
         if tokens is not None and self.engine.prefix_cache is not None:
             req.prefix_keys = page_keys(tokens)

@@ -152,3 +152,40 @@ def test_decision_reports_acceptance_per_category(capsys, tmp_path):
     assert "| NEXTN-s3-k1-d4 | 2.50 (50 %) | 3.10 (70 %) | 1.80 |" in md
     saved = json.loads((tmp_path / "r" / "decision.json").read_text())
     assert saved["category_acceptance"][s3]["8"]["math"]["accept_length"] == pytest.approx(3.1)
+
+
+def bucket_recs(t8, buckets8):
+    return [{"max_concurrency": 8, "output_throughput": t8, "failed": 0, "input_length_buckets": buckets8}]
+
+
+def test_decision_reports_acceptance_by_input_length_and_warns_on_long_prompts(capsys, tmp_path):
+    state = str(tmp_path / "state.json")
+    base = {"state_file": state, "fingerprint": FP}
+    run(capsys, dict(base, action="plan", arms=[{"speculative_algorithm": None}, ARMS[0]]))
+    rec = dict(base, action="record", objective="throughput", weights={"8": 1})
+
+    def b(acc, dec, tokens):
+        return {"accept_length": acc, "decode_tok_s_per_request": dec, "input_tokens_mean": tokens, "completed": 4}
+    for t, v in ((1, 900), (2, 905)):
+        run(capsys, dict(rec, arm="off", trial=t, records=bucket_recs(v, {"<2k": b(None, 100.0, 800), ">16k": b(None, 80.0, 18000)})))
+    run(capsys, dict(base, action="finish", arm="off", duration_s=50.0))
+    s3 = "NEXTN-s3-k1-d4"
+    # short prompts: 3.2 and 3.0 (mean 3.1), 150 tok/s/req; >16k: 1.10 and 1.08 (mean 1.09), 70 and 74 (mean 72) tok/s/req
+    run(capsys, dict(rec, arm=s3, trial=1, records=bucket_recs(1200, {"<2k": b(3.2, 150.0, 800), ">16k": b(1.10, 70.0, 18000)})))
+    run(capsys, dict(rec, arm=s3, trial=2, records=bucket_recs(1210, {"<2k": b(3.0, 150.0, 800), ">16k": b(1.08, 74.0, 18000)})))
+    run(capsys, dict(base, action="finish", arm=s3, duration_s=60.0))
+    out = run(capsys, dict(base, action="decide", weights={"8": 1}, report_dir=str(tmp_path / "r"), plots=False))
+    d = out["decision"]
+    assert d["winner"] == s3
+    got = d["input_length_acceptance"][s3]["8"]
+    assert list(got) == ["<2k", ">16k"]
+    assert got[">16k"]["accept_length"] == pytest.approx(1.09) and got[">16k"]["decode_tok_s_per_request"] == pytest.approx(72.0)
+    assert got["<2k"]["accept_length"] == pytest.approx(3.1) and got["<2k"]["requests"] == 8 and got["<2k"]["trials"] == 2
+    # the winner on >16k: accept length 1.09 < 1.3 and decode speedup 72 / 80 = 0.900 < 1 -> one warning
+    (w,) = d["long_context_warnings"]
+    assert "fails on >16k-token prompts at concurrency 8 (accept length 1.09 < 1.3, per-request decode speedup over off 0.900 < 1)" in w
+    md = out["markdown"]
+    assert "## Acceptance by input length" in md
+    assert "| NEXTN-s3-k1-d4 | 3.10 (150.0) | 1.09 (72.0) |" in md and "| off | - (100.0) | - (80.0) |" in md
+    assert "**Warning:** the winner NEXTN-s3-k1-d4 fails on >16k-token prompts" in md
+    assert out["record"]["input_length_acceptance"][s3]["8"][">16k"]["accept_length"] == pytest.approx(1.09)

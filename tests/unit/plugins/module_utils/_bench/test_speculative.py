@@ -100,3 +100,24 @@ def test_server_accept_length_from_counters_then_gauge():
     # no /metrics (404 -> None), or a page without sglang spec metrics
     assert ss.server_accept_length(None, None) == (None, None)
     assert ss.server_accept_length("", "# nothing\n") == (None, None)
+
+
+@pytest.mark.parametrize("tokens, bucket", [(0, "<2k"), (2047, "<2k"), (2048, "2k-8k"), (8191, "2k-8k"), (8192, "8k-16k"),
+                                            (16383, "8k-16k"), (16384, ">16k"), (40000, ">16k")])
+def test_input_bucket_edges(tokens, bucket):
+    assert ss.input_bucket(tokens) == bucket
+
+
+def test_by_input_length_by_hand():
+    def r(prompt, ct, verify):
+        res = _r(ct, verify)
+        res.prompt_len = prompt
+        return res
+    # <2k: 100/25 = 4.0 and 60/20 = 3.0 -> pooled 160/45 = 3.5556, mean input (500 + 1500) / 2 = 1000
+    # >16k: 100/80 = 1.25, input 20000; 2k-8k and 8k-16k hold nothing and are left out
+    out = ss.by_input_length([r(500, 100, 25), r(1500, 60, 20), r(20000, 100, 80), RequestResult(prompt_len=30000, error="x")], 10.0)
+    assert list(out) == ["<2k", ">16k"]
+    assert out["<2k"]["accept_length"] == pytest.approx(160 / 45.0)
+    assert out["<2k"]["input_tokens_mean"] == 1000.0 and out["<2k"]["completed"] == 2
+    assert out[">16k"]["accept_length"] == pytest.approx(1.25)
+    assert out[">16k"]["input_tokens_mean"] == 25000.0 and (out[">16k"]["completed"], out[">16k"]["failed"]) == (1, 1)
