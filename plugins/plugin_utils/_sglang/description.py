@@ -106,6 +106,8 @@ VARIABLES = (
     _v("speculative_num_draft_tokens", "int", flags=("--speculative-num-draft-tokens",), unset=None),
     _v("speculative_draft_model_path", "str", flags=("--speculative-draft-model-path", "--speculative-draft-model"), unset=None,
        dest=("unit",)),
+    _v("speculative_adaptive", "bool", False, flags=("--speculative-adaptive",), unset=False),
+    _v("speculative_adaptive_config", "dict", {}, flags=("--speculative-adaptive-config",), unset=None),
     _v("speculative_from_decision", "bool", False),
     _v("speculative_decision_path", "str", "{{ sglang_server_config_dir }}/{{ sglang_server_name }}.spec_decision.json"),
     _v("spec_v2", "bool", unset=None),
