@@ -1,0 +1,94 @@
+"""The simulator's adaptive speculative decoding (tests/sandbox/sglang_sim/adaptive.py) end to end: the flags as SGLang
+0.5.14+ accepts them, the 'disabled' line under SGLang's conditions (before the server_args= line, as SGLang logs it
+while it resolves the args), the loader's refusals, the step switches in the log and in sglang:spec_num_steps, and the
+per-category acceptance driving the EMA. Expected values computed by hand in the comments."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/draft", "--enable-metrics",
+          "--decode-log-interval", "1000"]
+FAST = {"1": {"candidate_steps": [1, 3, 5, 7], "warmup_batches": 2, "update_interval": 2}}
+
+
+def _table(tmp_path, table):
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps(table))
+    return str(path)
+
+
+def _gauge(text, name):
+    m = re.search(r"^sglang:%s\{[^}]*\} (\S+)$" % name, text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_adaptive_on_reports_and_climbs(sglang_sim, tmp_path):
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive", "--speculative-adaptive-config", _table(tmp_path, FAST)],
+                     env={"SGLANG_SIM_VERSION": "0.5.23"}, instant=True)
+    info = srv.get_json("/server_info")
+    # union [1, 3, 5, 7] -> index 4 // 2 = 2 -> 5 steps, topk 1, draft tokens 6
+    assert (info["speculative_adaptive"], info["speculative_num_steps"], info["speculative_eagle_topk"],
+            info["speculative_num_draft_tokens"]) == (True, 5, 1, 6)
+    assert info["speculative_adaptive_config"].endswith("adaptive.json")
+    out = srv.post_json("/generate", {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 60}})
+    assert out["meta_info"]["completion_tokens"] == 60
+    # accept_p 1.0: every verify accepts 5 drafts; EMA from 4.0: 4.2, 4.36, 4.488, 4.5904 after 4 batches; warm-up 2,
+    # interval 2 -> decisions after batch 4 (4.5904 > 5 - 0.5 = 4.5: up to 7) ...
+    log = srv.log_text()
+    assert "Adaptive spec params updated: steps 5 -> 7 (ema_accept_len=4.59)" in log
+    assert "speculative_adaptive disabled" not in log
+    assert _gauge(srv.get_text("/metrics"), "spec_num_steps") == 7.0
+    assert _gauge(srv.get_text("/metrics"), "spec_num_draft_tokens") == 8.0
+
+
+@pytest.mark.parametrize("version, args, reason", [
+    ("0.5.14", ["--speculative-eagle-topk", "4", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "8"],
+     "speculative_eagle_topk=4 (only topk=1 is supported)"),
+    ("0.5.23", ["--enable-two-batch-overlap"],
+     "enable_two_batch_overlap=True is not supported (adaptive state swap would discard the TboAttnBackend wrapper)"),
+    ("0.5.23", ["--attn-dp-size", "2"], "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"),
+])
+def test_disabled_line_before_server_args_and_static_run(sglang_sim, version, args, reason):
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive"] + args, env={"SGLANG_SIM_VERSION": version}, instant=True)
+    log = srv.log_text()
+    line = "speculative_adaptive disabled: %s. Falling back to static speculative params." % reason
+    assert line in log
+    assert log.index(line) < log.index("server_args=")
+    assert srv.get_json("/server_info")["speculative_adaptive"] is False
+
+
+def test_loader_refusals_are_sglangs(sglang_sim, tmp_path):
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive", "--speculative-adaptive-config",
+                               _table(tmp_path, {"1": {"candidate_steps": []}})],
+                     env={"SGLANG_SIM_VERSION": "0.5.23"}, wait_ready=False, instant=True)
+    assert srv.wait_exit(15) == 1
+    assert "ValueError: BS 1: candidate_steps must be a list of non-negative ints, got []" in srv.log_text()
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive", "--speculative-num-steps", "2"],
+                     env={"SGLANG_SIM_VERSION": "0.5.14"}, wait_ready=False, instant=True)
+    assert srv.wait_exit(15) == 1
+    # 0.5.14's built-in union: {1, 3, 7} | {0, 1, 3} | {0, 1} | {0} = [0, 1, 3, 7]
+    assert ("ValueError: --speculative-num-steps=2 is not in the adaptive config candidate_steps [0, 1, 3, 7]. Pass one of "
+            "those values.") in srv.log_text()
+
+
+def test_no_adaptive_flags_before_0_5_14(sglang_sim):
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive"], env={"SGLANG_SIM_VERSION": "0.5.10", "SGLANG_SIM_ARCH": "LlamaForCausalLM"}, instant=True)
+    assert "Unrecognized arguments are ignored" in srv.log_text() and "speculative_adaptive" not in srv.get_json("/server_info")
+
+
+@pytest.mark.parametrize("prompt, final", [
+    # math (category factor 1.0): every draft accepted, the EMA rises to 5 and the slot climbs to 7
+    ("Count from 1 to 500, separated by commas:", 7),
+    # roleplay (factor 0.38): about 0.6 drafts accepted per verify at 5 steps; the EMA falls below 0.5 - 0.25 + 0.5 ...
+    # down to the floor candidate 1
+    ("You are a pirate captain. Stay in character and play the role of the captain greeting the crew.", 1),
+])
+def test_category_acceptance_drives_the_ema(sglang_sim, tmp_path, prompt, final):
+    srv = sglang_sim(EAGLE3 + ["--speculative-adaptive", "--speculative-adaptive-config", _table(tmp_path, FAST)],
+                     env={"SGLANG_SIM_VERSION": "0.5.23"}, instant=True)
+    out = srv.post_json("/generate", {"text": prompt, "sampling_params": {"max_new_tokens": 300, "temperature": 0}})
+    assert out["meta_info"]["completion_tokens"] == 300
+    assert _gauge(srv.get_text("/metrics"), "spec_num_steps") == float(final)
