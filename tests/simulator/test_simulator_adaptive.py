@@ -123,3 +123,45 @@ def test_best_static_step_count_falls_with_batch_size():
     # and the seed calibration (RTX PRO 6000, the defaults) keeps its own shape: speculation loses from 25 streams
     from sglang_sim.timing import TimingModel, crossover_concurrency
     assert crossover_concurrency(TimingModel(), TimingModel(num_steps=1, num_draft_tokens=2)) == 25
+
+
+# ---------------------------------------------------------------------------------------------------------
+# speculative_check against the simulator: the renderer's expected args prove adaptive on, a disabled start fails
+REF_ADAPTIVE = ["--tp", "4", "--speculative-algorithm", "NEXTN", "--speculative-adaptive", "--speculative-num-steps", "1",
+                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2", "--max-running-requests", "64",
+                "--enable-metrics"]
+
+
+def _check(capsys, srv):
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.llmops.sglang.plugins.modules import speculative_check
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import launch
+    expected = launch.expected_server_args({"model_path": "/models/Qwen3.5-122B-A10B", "tp_size": 4, "speculative_algorithm": "NEXTN",
+                                            "speculative_adaptive": True, "speculative_num_steps": 1, "max_running_requests": 64,
+                                            "enable_metrics": True}, "0.5.23")
+    args = {"url": srv.url, "log_source": "file", "log_path": srv.log_path, "ready_timeout": 10,
+            "expected": dict((k, v) for k, v in expected.items() if k in ("speculative_algorithm", "speculative_adaptive",
+                                                                           "speculative_num_steps", "tp_size")),
+            "_ansible_remote_tmp": "/tmp", "_ansible_keep_remote_files": False}
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            speculative_check.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_speculative_check_proves_adaptive_on(sglang_sim, capsys):
+    srv = sglang_sim(REF_ADAPTIVE, env={"SGLANG_SIM_VERSION": "0.5.23"}, instant=True)
+    code, res = _check(capsys, srv)
+    assert code == 0, res.get("msg")
+    verdict = res["verdicts"]["as_intended"]
+    assert verdict["status"] == "pass" and "speculative_adaptive" in verdict["evidence"]["matched"]
+    assert verdict["evidence"]["adaptive"]["covers_start"] is True
+
+
+def test_speculative_check_fails_a_start_that_disabled_adaptive(sglang_sim, capsys):
+    srv = sglang_sim(REF_ADAPTIVE + ["--enable-pdmux"], env={"SGLANG_SIM_VERSION": "0.5.23"}, instant=True)
+    code, res = _check(capsys, srv)
+    assert code == 1 and res["failed_verdicts"] == ["as_intended"]
+    assert res["verdicts"]["as_intended"]["reason"] == (
+        "SGLang switched adaptive speculative decoding off at startup and runs static: 'speculative_adaptive disabled: enable_pdmux=True "
+        "is not supported (adaptive state swap does not update decode_attn_backend_group). Falling back to static speculative params.'")
