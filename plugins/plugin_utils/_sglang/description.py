@@ -247,4 +247,14 @@ def validation_key(inputs, description, context=None, tuned=None):
     _missing(inputs, wanted)
     payload = {"inputs": dict((name, inputs[name]) for name in wanted), "description": description,
                "context": context, "tuned": tuned or {}}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    return hashlib.sha256(json.dumps(_string_keys(payload), sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _string_keys(value):
+    """``value`` with every mapping key as a string (a YAML table such as the adaptive one mixes ``1:`` and ``ema_alpha:``,
+    which ``sort_keys`` cannot order)."""
+    if isinstance(value, dict):
+        return dict((str(k), _string_keys(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_string_keys(v) for v in value]
+    return value

@@ -177,3 +177,15 @@ def test_validate_table_orders_buckets_and_keeps_numbers():
     assert adaptive.initial_steps(out) == 3 and adaptive.initial_steps(out, 7) == 7
     text = adaptive.table_json(out)
     assert text.count("\n") == 6 and json.loads(text) == out
+
+
+def test_validation_key_takes_a_table_with_mixed_keys():
+    # YAML gives int bucket keys next to str field keys; the role's validation key must still hash it (and see a change)
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import description as d
+    inputs = dict((row.name, row.default) for row in d.VARIABLES)
+    inputs.update(sglang_server_speculative_adaptive=True,
+                  sglang_server_speculative_adaptive_config={1: {"candidate_steps": [1, 3]}, "ema_alpha": 0.3})
+    desc = d.server_description(inputs)
+    key = d.validation_key(inputs, desc)
+    inputs["sglang_server_speculative_adaptive_config"] = {1: {"candidate_steps": [1, 5]}, "ema_alpha": 0.3}
+    assert len(key) == 64 and d.validation_key(inputs, d.server_description(inputs)) != key
