@@ -572,10 +572,10 @@ def _render_speculative(r):
 
     steps, topk, draft = d["speculative_num_steps"], d["speculative_eagle_topk"], d["speculative_num_draft_tokens"]
     given = [x is not None for x in (steps, topk, draft)]
+    if not d["speculative_adaptive"]:
+        _check_adaptive_off(r, algorithm)
     if d["speculative_adaptive"]:
         steps, topk, draft = _render_adaptive(r, algorithm, steps, topk, draft)
-    elif _check_adaptive_off(r, algorithm):
-        pass
     elif algorithm == "NGRAM":
         for key, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk)):
             if value is not None:
@@ -655,7 +655,7 @@ def _render_speculative(r):
 
 def _check_adaptive_off(r, algorithm):
     """Adaptive on without speculation refuses (SGLang would log it disabled); a table with adaptive off refuses (it would
-    be written and ignored). Returns False (the caller goes on with the static parameters)."""
+    be written and ignored). :raises SGLangArgsError: naming the variable."""
     d = r.d
     if d["speculative_adaptive"] and algorithm is None:
         raise SGLangArgsError(var("speculative_adaptive"), True,
@@ -666,7 +666,6 @@ def _check_adaptive_off(r, algorithm):
         raise SGLangArgsError(var("speculative_adaptive_config"), d["speculative_adaptive_config"],
                               "an adaptive table is given but sglang_server_speculative_adaptive is false (the table would not be used)",
                               "set sglang_server_speculative_adaptive: true, or leave the table empty ({})")
-    return False
 
 
 def _render_adaptive(r, algorithm, steps, topk, draft):
