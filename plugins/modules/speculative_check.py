@@ -730,8 +730,8 @@ class Checker(object):
         summary = ("no 'speculative_adaptive disabled' line at the server start" if covers else
                    "no 'speculative_adaptive disabled' line in the log read, which does not reach back to the server start "
                    "(raise journal_lines)")
-        summary += "; %d step switch(es) logged%s" % (len(switches), (", last %d -> %d" % (switches[-1]["from"], switches[-1]["to"]))
-                                                     if switches else "")
+        last = (", last %d -> %d" % (switches[-1]["from"], switches[-1]["to"])) if switches else ""
+        summary += "; %d step switch(es) logged%s" % (len(switches), last)
         return {"log_read": True, "covers_start": covers, "switches": switches, "summary": summary}
 
     def extra_warnings(self):
