@@ -4,7 +4,7 @@
 """Thin Jinja2 filters over ``plugins/plugin_utils/_sglang/launch.py`` (the one SGLang launch-argument renderer).
 
 * ``description | llmops.sglang.sglang_launch(version, context)`` ->
-  ``{version, profile, argv, env, secret_env, warnings, decisions, expected}``
+  ``{version, profile, argv, env, secret_env, warnings, decisions, expected, adaptive_config}``
 * ``description | llmops.sglang.sglang_expected_server_args(version, context)`` -> what ``/server_info`` must report
 * ``argv | llmops.sglang.sglang_systemd_exec`` -> one systemd ``ExecStart=`` command line
 * ``worker_urls | llmops.sglang.sglang_router_launch(port, policy)`` -> router argv

@@ -20,6 +20,10 @@ description:
     C(avg_spec_accept_length)) is at least O(min_accept_length); 1.00 +/- 0.02 is reported as "draft loaded but never accepted"
     with its known causes.
   - C(as_intended) - every key of O(expected) equals what the running server reports (C(/server_info), else the C(server_args=) log line).
+    With C(speculative_adaptive=true) expected (SGLang 0.5.14+ adaptive speculative decoding), it also fails when the log of the
+    server start holds SGLang's C(speculative_adaptive disabled - <reason>) line (the server then runs static), with that line as
+    evidence, and passes only when the server reports C(speculative_adaptive) true; the evidence tells whether the log was read
+    and reaches back to the server start, and lists the C(Adaptive spec params updated) step switches logged.
   - Evidence sources are optional and reported separately - C(/server_info) (falling back to C(/get_server_info)), C(/model_info),
     a non-stream C(/generate) probe with C(ignore_eos), C(/metrics) (only with C(--enable-metrics)), and logs (a journald unit,
     a docker or podman container, or a file) bounded by O(log_since) and O(log_max_bytes).
@@ -683,18 +687,52 @@ class Checker(object):
         if not expected:
             return verdict("skip", "no expected configuration given (option expected)")
         args, source = self.running_args()
+        adaptive = expected.get("speculative_adaptive") is True
+        disabled = self.adaptive_disabled_line() if adaptive else None
+        if disabled is not None:
+            # SGLang logs this line and starts static; the line is the evidence whatever /server_info says
+            return verdict("fail", "SGLang switched adaptive speculative decoding off at startup and runs static: '%s'" % disabled["text"],
+                           expected=expected, adaptive_disabled=disabled, source=source)
         if source is None:
             return verdict("unknown", "the running server args could not be read (no /server_info, no server_args= log line)", expected=expected)
         differences, matched, not_reported = compare_expected(expected, args)
         evidence = dict(expected=expected, differences=differences, matched=matched, not_reported=not_reported, source=source)
+        if adaptive:
+            evidence["adaptive"] = self.adaptive_evidence()
         if differences:
             return verdict("fail", "the running server differs from the expected configuration: %s"
                            % "; ".join("%s expected %r, running %r" % (d["name"], d["expected"], d["running"]) for d in differences),
                            **evidence)
         if not matched:
             return verdict("unknown", "none of the expected keys is reported by the server (%s)" % ", ".join(not_reported), **evidence)
-        return verdict("pass", "%d server args match (%s)%s" % (len(matched), ", ".join(matched),
-                                                                "; not reported: " + ", ".join(not_reported) if not_reported else ""), **evidence)
+        if adaptive and "speculative_adaptive" not in matched:
+            return verdict("unknown", "adaptive speculative decoding is expected but the server does not report speculative_adaptive (%s)"
+                           % source, **evidence)
+        note = "; adaptive on: %s" % evidence["adaptive"]["summary"] if adaptive else ""
+        return verdict("pass", "%d server args match (%s)%s%s" % (len(matched), ", ".join(matched),
+                                                                  "; not reported: " + ", ".join(not_reported) if not_reported else "", note),
+                       **evidence)
+
+    def adaptive_disabled_line(self):
+        """The last run's ``speculative_adaptive disabled: <reason>`` log line (``{text, reason, time}``) or None."""
+        return (self.log or {}).get("adaptive_disabled")
+
+    def adaptive_evidence(self):
+        """Besides the server args: whether the log was read and reaches back to the server start (SGLang logs the
+        ``disabled`` line before the run's ``server_args=`` line), and the step switches it shows."""
+        log = self.log
+        if log is None:
+            return {"log_read": False, "switches": [],
+                    "summary": "the server args report it; the log was not read (log_source %s), so the absence of a "
+                               "'speculative_adaptive disabled' line was not checked" % self.p["log_source"]}
+        covers = log.get("server_args") is not None
+        switches = log.get("adaptive_switches") or []
+        summary = ("no 'speculative_adaptive disabled' line at the server start" if covers else
+                   "no 'speculative_adaptive disabled' line in the log read, which does not reach back to the server start "
+                   "(raise journal_lines)")
+        last = (", last %d -> %d" % (switches[-1]["from"], switches[-1]["to"])) if switches else ""
+        summary += "; %d step switch(es) logged%s" % (len(switches), last)
+        return {"log_read": True, "covers_start": covers, "switches": switches, "summary": summary}
 
     def extra_warnings(self):
         """Warnings derived from the server args (not from log lines)."""

@@ -137,6 +137,13 @@ def matrix(profile):
             ("cuda graph bs", dict(PLAIN, cuda_graph_max_bs=160), H100)]
     if sa._at_least(profile, "0.5.14"):
         out.append(("prefill cuda graph bs", dict(PLAIN, cuda_graph_max_bs=160, cuda_graph_max_bs_prefill=64), H100))
+        # adaptive speculative decoding (the versions whose parser has the flags): SGLang's built-in table, and a table
+        adaptive = dict(EAGLE3, speculative_adaptive=True, speculative_num_steps=None, speculative_eagle_topk=None,
+                        speculative_num_draft_tokens=None)
+        out.append(("eagle3 adaptive", adaptive, H100))
+        out.append(("nextn adaptive table", dict(REFERENCE, speculative_adaptive=True, speculative_num_steps=3, speculative_num_draft_tokens=4,
+                                                  speculative_adaptive_config={1: {"candidate_steps": [1, 3, 5]}, 32: {"candidate_steps": [0, 1]}}),
+                    SM120))
     for backend in contract_choices(profile, "--attention-backend"):
         out.append(("attention %s" % backend, dict(PLAIN, attention_backend=backend), H100))
     for dtype in contract_choices(profile, "--kv-cache-dtype"):

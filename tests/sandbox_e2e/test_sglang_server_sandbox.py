@@ -242,6 +242,53 @@ def test_crash_mid_benchmark_ends_the_container_and_systemd_restarts_it(sandbox_
 
 
 @SANDBOX
+def test_adaptive_table_is_served_read_only_and_a_change_restarts_once(sandbox_hosts, tmp_path):
+    """Issue 21: SGLang 0.5.23 (simulator of this tree, mounted over the image's copy) with adaptive speculation and a
+    table: the table is a 0644 file in the config dir, mounted read-only, reported by /server_info; a second run
+    changes nothing; a changed table restarts the server once and is served; then nothing changes again."""
+    host = sandbox_hosts[0]
+    on_host(host, "rm -rf /opt/sim-under-test && mkdir -p /opt/sim-under-test", check=True)
+    podman("cp", str(REPO / "tests" / "sandbox" / "sglang_sim"), "%s:/opt/sim-under-test/sglang_sim" % host)
+    options = ["-v", "/sys/fs/cgroup:/sys/fs/cgroup",
+               "-v", "/opt/sim-under-test/sglang_sim:/usr/local/lib/python3.11/dist-packages/sglang_sim:ro"]
+    env = {"SGLANG_SIM_VERSION": "0.5.23", "SGLANG_SIM_ARCH": "Qwen3_5MoeForConditionalGeneration", "SGLANG_SIM_GPU": "sm120",
+           "SGLANG_SIM_LOAD_S": "1"}
+    table = {"1": {"candidate_steps": [1, 3]}, "64": {"candidate_steps": [0, 1]}}
+    group = {"sglang_server_version": "0.5.23", "sglang_server_extra_env": env, "sglang_server_container_options": options,
+             "sglang_server_speculative_adaptive": True, "sglang_server_speculative_adaptive_config": table}
+    inv = make_inventory(tmp_path, [host], group_vars=group)
+    first = serve(inv)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    info = server_info(host)
+    assert (info["speculative_adaptive"], info["speculative_adaptive_config"]) == (True, "/etc/sglang-adaptive/speculative_adaptive.json")
+    # union [0, 1, 3]: the given initial step count 1 is a candidate; draft tokens 1 + 1
+    assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (1, 2)
+    assert on_host(host, "stat -c '%a %U' /etc/sglang/sglang-server.adaptive.json").stdout.strip() == "644 root"
+    assert json.loads(on_host(host, "cat /etc/sglang/sglang-server.adaptive.json").stdout) == table
+    unit = on_host(host, "cat /etc/systemd/system/sglang-server.service").stdout
+    assert "-v /etc/sglang/sglang-server.adaptive.json:/etc/sglang-adaptive/speculative_adaptive.json:ro" in unit
+    assert "speculative_adaptive disabled" not in on_host(host, "journalctl -u sglang-server.service --no-pager -o cat").stdout
+    second = serve(inv)
+    assert recap(second, host)["changed"] == 0, second.stdout[-4000:]
+
+    before = unit_show(host, "InvocationID")
+    since = on_host(host, "date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+    time.sleep(1)
+    table2 = {"1": {"candidate_steps": [1, 3, 5]}, "64": {"candidate_steps": [0, 1]}}
+    (inv / "group_vars" / "all" / "zz_test.yml").write_text(json.dumps(dict(
+        json.loads((inv / "group_vars" / "all" / "zz_test.yml").read_text()), sglang_server_speculative_adaptive_config=table2)))
+    changed = serve(inv)
+    assert changed.returncode == 0, changed.stdout[-4000:]
+    assert recap(changed, host)["changed"] >= 2  # the table file + the one restart (the unit is the same)
+    assert unit_show(host, "InvocationID")["InvocationID"] != before["InvocationID"]
+    journal = on_host(host, "journalctl -u sglang-server.service --since '%s' --no-pager -o cat" % since).stdout
+    assert journal.count("Started sglang-server.service") == 1, journal[-3000:]
+    assert json.loads(on_host(host, "cat /etc/sglang/sglang-server.adaptive.json").stdout) == table2
+    again = serve(inv)
+    assert recap(again, host)["changed"] == 0, again.stdout[-4000:]
+
+
+@SANDBOX
 def test_two_hosts_serial_bad_first_host_stops_second(sandbox_hosts, tmp_path):
     first, second = sandbox_hosts
     on_host(second, "systemctl stop sglang-server.service; rm -f /etc/systemd/system/sglang-server.service")

@@ -496,6 +496,46 @@ def _median(values):
     return round(statistics.median(values), 4) if values else None
 
 
+#: SGLang 0.5.14+ ``arg_groups/speculative_hook.py`` ``_maybe_disable_adaptive`` (a warning while the server args are
+#: resolved, so before that run's ``server_args=`` line) and ``speculative/adaptive_spec_params.py``
+#: ``AdaptiveStepSlot._apply_target_steps`` (an info line on rank 0 at every step switch).
+ADAPTIVE_DISABLED_RE = re.compile(r"speculative_adaptive disabled: (?P<reason>.*?)\. Falling back to static speculative params\.")
+ADAPTIVE_SWITCH_RE = re.compile(r"Adaptive spec params updated: steps (?P<old>\d+) -> (?P<new>\d+) \(ema_accept_len=(?P<ema>-?[\d.]+)\)")
+
+
+def _startup_preamble(lines, start):
+    """The lines just before the run starting at ``start`` that belong to its startup (argument resolution logs before the
+    ``server_args=`` line): back to the previous run's last batch, ready or ``server_args=`` line."""
+    i = start
+    while i > 0:
+        text = lines[i - 1]
+        if "server_args=ServerArgs(" in text or "ready to roll" in text or "Decode batch" in text or "Prefill batch" in text:
+            break
+        i -= 1
+    return lines[i:start]
+
+
+def parse_adaptive(lines):
+    """``{"adaptive_disabled": {text, reason, time} or None, "adaptive_switches": [{time, from, to, ema_accept_len}]}``
+    from SGLang log lines (see :data:`ADAPTIVE_DISABLED_RE`)."""
+    disabled = None
+    switches = []
+    for line in lines:
+        if "speculative_adaptive disabled" not in line and "Adaptive spec params updated" not in line:
+            continue
+        prefix = split_prefix(line)
+        message = prefix["message"]
+        m = ADAPTIVE_DISABLED_RE.search(message)
+        if m:
+            disabled = {"text": message.strip(), "reason": m.group("reason"), "time": prefix["time"]}
+            continue
+        m = ADAPTIVE_SWITCH_RE.search(message)
+        if m:
+            switches.append({"time": prefix["time"], "from": int(m.group("old")), "to": int(m.group("new")),
+                             "ema_accept_len": float(m.group("ema"))})
+    return {"adaptive_disabled": disabled, "adaptive_switches": switches}
+
+
 def find_runs(lines):
     """Index of the first line of each server run: a ``server_args=`` line starts a new run."""
     starts = [i for i, line in enumerate(lines) if "server_args=ServerArgs(" in line]
@@ -530,6 +570,9 @@ def parse_log(text, last_run_only=True):
     * ``speculation`` (``on`` when Decode lines print accept len, a draft class loaded or server_args has an
       algorithm; ``off`` when Decode lines print no accept len and no draft loaded; else ``unknown``);
     * ``ready`` (True once ``The server is fired up and ready to roll!`` was logged);
+    * ``adaptive_disabled`` (None, or ``{text, reason, time}`` of the last run's ``speculative_adaptive disabled:`` line,
+      looked for also in the startup lines before its ``server_args=`` line) and ``adaptive_switches`` (the step switches
+      ``Adaptive spec params updated: steps A -> B``), see :func:`parse_adaptive`;
     * ``warnings`` / ``refusals`` (lists of :func:`match_warning` / :func:`match_refusal` dicts, deduplicated
       by key and text, each with ``time`` and ``rank``).
 
@@ -593,6 +636,8 @@ def parse_log(text, last_run_only=True):
             result[kind].append(found)
             break
     mark_idle_intervals(batches)
+    preamble = _startup_preamble(all_lines, runs[-1]) if last_run_only and runs[-1] > 0 else []
+    result.update(parse_adaptive(preamble + lines))
     result.update(summarize_load_weights(result["load_weights"]))
     result.update(summarize_decode(result["decode_lines"]))
     args = result["server_args"] or {}

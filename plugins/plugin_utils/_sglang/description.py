@@ -106,6 +106,8 @@ VARIABLES = (
     _v("speculative_num_draft_tokens", "int", flags=("--speculative-num-draft-tokens",), unset=None),
     _v("speculative_draft_model_path", "str", flags=("--speculative-draft-model-path", "--speculative-draft-model"), unset=None,
        dest=("unit",)),
+    _v("speculative_adaptive", "bool", False, flags=("--speculative-adaptive",), unset=False),
+    _v("speculative_adaptive_config", "dict", {}, flags=("--speculative-adaptive-config",), unset=None),
     _v("speculative_from_decision", "bool", False),
     _v("speculative_decision_path", "str", "{{ sglang_server_config_dir }}/{{ sglang_server_name }}.spec_decision.json"),
     _v("spec_v2", "bool", unset=None),
@@ -245,4 +247,14 @@ def validation_key(inputs, description, context=None, tuned=None):
     _missing(inputs, wanted)
     payload = {"inputs": dict((name, inputs[name]) for name in wanted), "description": description,
                "context": context, "tuned": tuned or {}}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    return hashlib.sha256(json.dumps(_string_keys(payload), sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _string_keys(value):
+    """``value`` with every mapping key as a string (a YAML table such as the adaptive one mixes ``1:`` and ``ema_alpha:``,
+    which ``sort_keys`` cannot order)."""
+    if isinstance(value, dict):
+        return dict((str(k), _string_keys(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_string_keys(v) for v in value]
+    return value

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import adaptive as _adaptive
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import description as _description
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.cli_contract import check_argv, choices_of
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.quoting import (
@@ -199,8 +200,13 @@ def normalize_description(description):
         if value is None or (isinstance(value, str) and value.strip() == ""):
             result[key] = default
             continue
-        result[key] = _coerce(key, kind, value)
+        # the adaptive table keeps its numbers (checked by adaptive.validate_table in _render_adaptive)
+        result[key] = value if key in _STRUCTURED else _coerce(key, kind, value)
     return result
+
+
+#: Options whose value is a structure checked by its own validator, not coerced to strings.
+_STRUCTURED = ("speculative_adaptive_config",)
 
 
 #: Example values for type errors (a port is not "an integer such as 4").
@@ -297,6 +303,7 @@ class _Render(object):
         self.warnings = []
         self.decisions = []
         self.expected = {}
+        self.adaptive_config = None
 
     def flag(self, name, value=None):
         self.argv.append(name)
@@ -317,7 +324,9 @@ def render_launch(description, version=None, context=None):
     :param context: dict, see the module docstring (GPU facts, ``in_container``, ``nccl_p2p_decision``).
     :returns: dict with ``version``, ``profile``, ``argv`` (list of str), ``env`` (dict str->str),
         ``secret_env`` (dict, may be empty), ``warnings`` (list of str), ``decisions`` (list of
-        ``{name, value, reason}``), ``expected`` (see :func:`expected_server_args`).
+        ``{name, value, reason}``), ``expected`` (see :func:`expected_server_args`), ``adaptive_config`` (None, or
+        ``{path, content}``: the adaptive table as JSON text and where the container reads it; the role writes it as
+        ``<config_dir>/<name>.adaptive.json`` 0644 and mounts it read-only at ``path``).
     :raises SGLangArgsError: for any refused setting or combination (message names the variable,
         the value, the reason and the fix).
     """
@@ -360,6 +369,7 @@ def render_launch(description, version=None, context=None):
         "warnings": r.warnings,
         "decisions": r.decisions,
         "expected": r.expected,
+        "adaptive_config": r.adaptive_config,
     }
 
 
@@ -542,6 +552,7 @@ def _render_speculative(r):
             if d[key] is not None:
                 raise SGLangArgsError(var(key), d[key], "is set but speculative decoding is off (sglang_server_speculative_algorithm is null)",
                                       "set sglang_server_speculative_algorithm (NEXTN, EAGLE, EAGLE3, STANDALONE, NGRAM) or unset %s" % var(key))
+        _check_adaptive_off(r, algorithm=None)
         r.expected.update({"speculative_algorithm": None})
         return None
     algorithm = str(algorithm).strip().upper()
@@ -561,7 +572,11 @@ def _render_speculative(r):
 
     steps, topk, draft = d["speculative_num_steps"], d["speculative_eagle_topk"], d["speculative_num_draft_tokens"]
     given = [x is not None for x in (steps, topk, draft)]
-    if algorithm == "NGRAM":
+    if not d["speculative_adaptive"]:
+        _check_adaptive_off(r, algorithm)
+    if d["speculative_adaptive"]:
+        steps, topk, draft = _render_adaptive(r, algorithm, steps, topk, draft)
+    elif algorithm == "NGRAM":
         for key, value in (("speculative_num_steps", steps), ("speculative_eagle_topk", topk)):
             if value is not None:
                 raise SGLangArgsError(var(key), value, "NGRAM speculation drafts from an n-gram table, it has no drafting steps or top-k",
@@ -636,6 +651,78 @@ def _render_speculative(r):
                               % mrr)
         r.d["max_running_requests"] = mrr
     return spec
+
+
+def _check_adaptive_off(r, algorithm):
+    """Adaptive on without speculation refuses (SGLang would log it disabled); a table with adaptive off refuses (it would
+    be written and ignored). :raises SGLangArgsError: naming the variable."""
+    d = r.d
+    if d["speculative_adaptive"] and algorithm is None:
+        raise SGLangArgsError(var("speculative_adaptive"), True,
+                              "speculative decoding is off, so SGLang would start with adaptive switched off, logging 'speculative_adaptive "
+                              "disabled: speculative_algorithm=None (only EAGLE/EAGLE3 are supported)'",
+                              "set sglang_server_speculative_algorithm to EAGLE, EAGLE3 or NEXTN, or sglang_server_speculative_adaptive: false")
+    if not d["speculative_adaptive"] and d["speculative_adaptive_config"]:
+        raise SGLangArgsError(var("speculative_adaptive_config"), d["speculative_adaptive_config"],
+                              "an adaptive table is given but sglang_server_speculative_adaptive is false (the table would not be used)",
+                              "set sglang_server_speculative_adaptive: true, or leave the table empty ({})")
+
+
+def _render_adaptive(r, algorithm, steps, topk, draft):
+    """``--speculative-adaptive`` (and ``--speculative-adaptive-config`` with the managed table), for the versions whose
+    parser has the flags; refuses every condition SGLang would silently switch it off for (``adaptive.unsupported_reason``,
+    with SGLang's reason), a table SGLang's loader would reject (``adaptive.validate_table``, naming the entry), a
+    num_steps outside the candidates (SGLang's startup ``ValueError``) and a draft token count SGLang would replace.
+    Returns ``(steps, topk, draft)`` as SGLang resolves them (``_init_adaptive_speculative_params``)."""
+    d = r.d
+    having = _adaptive.versions_with_adaptive()
+    if r.p not in having:
+        raise SGLangArgsError(var("speculative_adaptive"), True,
+                              "SGLang %s's parser has no --speculative-adaptive (the flags exist in %s, read from the wheels)"
+                              % (r.p, ", ".join(having)),
+                              "use SGLang %s or newer (sglang_server_version and its image), or set sglang_server_speculative_adaptive: false"
+                              % having[0])
+    refused = _adaptive.unsupported_reason(r.p, algorithm, topk, d.get("model_architecture"), d["extra_args"])
+    if refused is not None:
+        key, value, reason = refused
+        note = " (SGLang turns multi-layer EAGLE on by itself for %s with EAGLE)" % value if key == "model_architecture" else ""
+        raise SGLangArgsError(var(key), value,
+                              "SGLang %s would start with adaptive switched off, logging 'speculative_adaptive disabled: %s. Falling back "
+                              "to static speculative params.'%s" % (r.p, reason, note),
+                              "change %s (adaptive runs with EAGLE/EAGLE3/NEXTN, topk 1, no attention DP, multi-layer EAGLE, two-batch "
+                              "overlap or PD-mux), or set sglang_server_speculative_adaptive: false" % var(key))
+    table = d["speculative_adaptive_config"] or {}
+    if table:
+        try:
+            table = _adaptive.validate_table(table)
+        except _adaptive.TableError as exc:
+            name = var("speculative_adaptive_config") + ("[%s]" % exc.entry if exc.entry else "")
+            raise SGLangArgsError(name, exc.value, exc.reason, exc.fix)
+        r.adaptive_config = {"path": _adaptive.CONTAINER_CONFIG_PATH, "content": _adaptive.table_json(table)}
+    union = _adaptive.candidate_union(table or _adaptive.DEFAULT_TABLES[r.p])
+    if steps is not None and steps not in union:
+        raise SGLangArgsError(var("speculative_num_steps"), steps,
+                              "SGLang refuses at startup: --speculative-num-steps=%d is not in the adaptive config candidate_steps %s"
+                              % (steps, union), "use one of %s (the initial step count), or leave it unset (SGLang starts at %d)"
+                              % (union, _adaptive.initial_steps(table or _adaptive.DEFAULT_TABLES[r.p])))
+    steps = _adaptive.initial_steps(table or _adaptive.DEFAULT_TABLES[r.p], steps)
+    if draft is not None and draft != steps + 1:
+        raise SGLangArgsError(var("speculative_num_draft_tokens"), draft,
+                              "under adaptive SGLang sets num_draft_tokens to num_steps + 1 = %d, so the value asked for would not be "
+                              "the value served" % (steps + 1), "leave it unset or set %d" % (steps + 1))
+    r.flag("--speculative-adaptive")
+    if r.adaptive_config:
+        r.flag("--speculative-adaptive-config", _adaptive.CONTAINER_CONFIG_PATH)
+    r.flag("--speculative-num-steps", steps)
+    r.flag("--speculative-eagle-topk", 1)
+    r.flag("--speculative-num-draft-tokens", steps + 1)
+    r.decide("speculative_adaptive", True,
+             "adaptive speculative decoding with %s; candidate steps %s, initial %d (topk 1, draft tokens steps + 1)"
+             % ("the managed table %s" % _adaptive.CONTAINER_CONFIG_PATH if r.adaptive_config else "SGLang %s's built-in table" % r.p,
+                union, steps))
+    r.expected.update({"speculative_adaptive": True,
+                       "speculative_adaptive_config": _adaptive.CONTAINER_CONFIG_PATH if r.adaptive_config else None})
+    return steps, 1, steps + 1
 
 
 def _render_mamba(r, spec):

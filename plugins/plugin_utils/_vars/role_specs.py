@@ -221,6 +221,8 @@ ROLE_VARIABLES = (
                        'sglang_server_served_model_name': {'type': 'str'},
                        'sglang_server_shm_size': {'default': '32g', 'type': 'str'},
                        'sglang_server_spec_v2': {'type': 'bool'},
+                       'sglang_server_speculative_adaptive': {'default': False, 'type': 'bool'},
+                       'sglang_server_speculative_adaptive_config': {'default': {}, 'type': 'dict'},
                        'sglang_server_speculative_algorithm': {'type': 'str'},
                        'sglang_server_speculative_decision_path': {'default': '{{ sglang_server_config_dir }}/{{ sglang_server_name '
                                                                               '}}.spec_decision.json',

@@ -17,6 +17,7 @@ import argparse
 import re
 from collections import OrderedDict
 
+from sglang_sim import adaptive as adaptive_mod
 from sglang_sim import knobs as knobs_mod
 from sglang_sim import version_tuple
 
@@ -42,6 +43,9 @@ MODEL_TYPE = {
     "LlamaForCausalLM": "llama",
 }
 SPEC_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+#: SGLang turns multi-layer EAGLE on for these with --speculative-algorithm EAGLE (0.5.14 server_args.py
+#: _handle_model_specific_adjustments; 0.5.23 arg_groups/overrides.py), which switches adaptive off.
+MULTI_LAYER_EAGLE_ARCHS = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration")
 SPEC_CHOICES_OLD = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
 
 # Recorded reference values (qwen35-122b-mtp-tp4-v0.5.9.log, RTX PRO 6000 x4, tp 4).
@@ -134,6 +138,16 @@ def build_parser(vt):
     add("--speculative-draft-attention-backend", type=str, default=None)
     add("--speculative-moe-runner-backend", type=str, default=None)
     add("--speculative-token-map", type=str, default=None)
+    if vt >= (0, 5, 14):
+        # adaptive speculative decoding (speculative/adaptive_spec_params.py) and the settings that switch it off
+        add("--speculative-adaptive", action="store_true")
+        add("--speculative-adaptive-config", type=str, default=None)
+    add("--enable-dp-attention", action="store_true")
+    if vt >= (0, 5, 23):
+        add("--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int, default=1)
+    add("--enable-multi-layer-eagle", action="store_true")
+    add("--enable-two-batch-overlap", action="store_true")
+    add("--enable-pdmux", action="store_true")
     if (0, 5, 4) <= vt < (0, 5, 9):
         add("--enable-beta-spec", action="store_true")
     mamba_choices = ["auto", "no_buffer", "extra_buffer"]
@@ -284,6 +298,40 @@ def _post_process(cfg, a, knobs, env, vt):
             stage="scheduler", where=("sglang/srt/layers/attention/attention_registry.py", 197, "attn_backend_wrapper"))
 
     cfg.draft_arch = None
+    # adaptive (0.5.14+, arg_groups/speculative_hook.py): _maybe_disable_adaptive, then _init_adaptive_speculative_params,
+    # both before the EAGLE handling (which chooses the auto parameters only when adaptive is off)
+    cfg.adaptive = None
+    cfg.pre_warnings = []
+    adaptive_on = vt >= (0, 5, 14) and getattr(a, "speculative_adaptive", False)
+    if adaptive_on:
+        if vt >= (0, 5, 23):
+            dp_attention = a.attn_dp_size > 1 or (a.enable_dp_attention and a.dp_size > 1)
+        else:
+            dp_attention = a.enable_dp_attention
+        multi_layer = a.enable_multi_layer_eagle or (algo == "EAGLE" and arch in MULTI_LAYER_EAGLE_ARCHS
+                                                     and a.speculative_algorithm.upper() == "EAGLE")
+        reason = adaptive_mod.unsupported_reason(vt, algo, topk, dp_attention, multi_layer, a.enable_two_batch_overlap, a.enable_pdmux)
+        if reason is not None:
+            # logged while the args resolve, i.e. before the server_args= line (main.py prints pre_warnings first)
+            cfg.pre_warnings.append(adaptive_mod.disabled_line(reason))
+            adaptive_on = False
+    if adaptive_on:
+        try:
+            table_cfg, entries = adaptive_mod.load_table(a.speculative_adaptive_config, vt)
+        except (ValueError, OSError) as exc:
+            table_cfg, entries = None, None
+            cfg.refusal = Refusal(type(exc).__name__, str(exc), where=("sglang/srt/speculative/adaptive_spec_params.py", 1,
+                                                                       "_load_adaptive_config"))
+        if entries is not None:
+            union = adaptive_mod.candidate_union(entries)
+            topk = 1 if topk is None else topk
+            steps = union[len(union) // 2] if steps is None else steps
+            if steps not in union and cfg.refusal is None:
+                cfg.refusal = Refusal("ValueError", "--speculative-num-steps=%d is not in the adaptive config candidate_steps %s. "
+                                      "Pass one of those values." % (steps, union),
+                                      where=("sglang/srt/arg_groups/speculative_hook.py", 1, "_init_adaptive_speculative_params"))
+            ndraft = steps + 1
+            cfg.adaptive = {"cfg": table_cfg, "entries": entries, "initial_steps": steps}
     if spec and algo in SPEC_EAGLE_FAMILY:
         if cfg.refusal is None and not (steps is None and topk is None and ndraft is None) and None in (steps, topk, ndraft):
             # SGLang: auto mode asserts the other two are None; setting a subset fails.
@@ -440,6 +488,9 @@ def _post_process(cfg, a, knobs, env, vt):
     sa["speculative_accept_threshold_single"] = a.speculative_accept_threshold_single
     sa["speculative_accept_threshold_acc"] = a.speculative_accept_threshold_acc
     sa["speculative_attention_mode"] = a.speculative_attention_mode
+    if vt >= (0, 5, 14):
+        sa["speculative_adaptive"] = cfg.adaptive is not None
+        sa["speculative_adaptive_config"] = a.speculative_adaptive_config
     if (0, 5, 4) <= vt < (0, 5, 9):
         sa["enable_beta_spec"] = bool(getattr(a, "enable_beta_spec", False))
     if vt >= (0, 5, 14):

@@ -21,6 +21,7 @@ import bisect
 import random
 import time
 
+from sglang_sim import adaptive as adaptive_mod
 from sglang_sim.prefix_cache import PAGE, PrefixCache
 
 # Output "vocabulary": short ASCII token texts (JSON-safe, no escaping needed) with Qwen-like ids.
@@ -122,7 +123,14 @@ class Engine(object):
         self.error_after = knobs["error_after_chunks"]
         self.stall_after = knobs["stall_after_chunks"]
         self.stall_s = knobs["stall_s"]
-        self.spec = cfg.spec and cfg.num_steps > 0
+        # adaptive (0.5.14+, adaptive.py): the step count is chosen per decode batch by its bucket's policy
+        self.adaptive = None
+        if cfg.spec and getattr(cfg, "adaptive", None):
+            ad = cfg.adaptive
+            # the capture list of CUDA graphs is not modelled: a batch goes straight to its bucket (SGLang pads it to the
+            # next captured size first; the same bucket whenever the bucket keys are captured sizes, as 1/8/32/64 are)
+            self.adaptive = adaptive_mod.AdaptivePolicy(ad["initial_steps"], ad["cfg"], ad["entries"])
+        self.spec = cfg.spec and (cfg.num_steps > 0 or self.adaptive is not None)
         self.steps = cfg.num_steps
         self.ndraft = cfg.num_draft_tokens or (cfg.num_steps + 1)
         self.mrr = cfg.effective_mrr
@@ -345,6 +353,11 @@ class Engine(object):
 
     async def _decode(self, active):
         bs = len(active)
+        if self.adaptive is not None:
+            # activate_step_by_batch: the bucket of this batch decides the drafting steps (0 = a plain decode step)
+            self.steps = self.adaptive.steps_for(bs)
+            self.ndraft = self.steps + 1
+            self.timing.num_steps, self.timing.num_draft_tokens = self.steps, self.ndraft
         await self._spend(self.timing.decode_step_s(bs))
         now = time.monotonic()
         self.forward_ct += 1
@@ -355,6 +368,7 @@ class Engine(object):
         rng = self.rng
         tokens = 0
         accepted_sum = 0
+        per_req = []
         check_faults = bool(self.error_after or self.stall_after)
         metrics_on = self.metrics_on
         itl = self.hist["inter_token_latency_seconds"]
@@ -380,6 +394,7 @@ class Engine(object):
                     while a < steps and rng.random() < p:
                         a += 1
                 accepted_sum += a
+                per_req.append(a)
                 r.verify_ct += 1
                 r.accepted += a   # drafts accepted by the verify step (before the length limit cuts the output)
                 n = 1 + a
@@ -396,6 +411,13 @@ class Engine(object):
         if spec:
             self.iv_accepted += accepted_sum
             self.iv_verify += len(advanced)
+            if self.adaptive is not None and advanced:
+                # on_verify_complete: the accepted drafts of every request of the verify step drive the bucket's EMA
+                switched = self.adaptive.on_verify_complete(per_req, bs)
+                if switched is not None:
+                    # AdaptiveController._activate: the worker runs the new state at once (sglang:spec_num_steps shows it)
+                    self.steps, self.ndraft = switched[1], switched[1] + 1
+                    self.log.line(adaptive_mod.switch_line(*switched), rank=0)
         # SGLang logs after the step; the log line is written before the outputs go out so that a client
         # that got its last chunk finds the line in the log (SGLang's detokenizer hop makes that order usual too)
         if self.decode_ct % max(1, self.cfg.args.decode_log_interval) == 0:

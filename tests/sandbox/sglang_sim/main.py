@@ -248,6 +248,8 @@ def main(argv=None, env=None):
     cfg.argv = argv
     log = LogWriter(cfg.vt, cfg.args.tp_size, log_ms=bool(env.get("SGLANG_LOG_MS")),
                     log_forward_iters=str(env.get("SGLANG_LOG_FORWARD_ITERS", "")).lower() in ("1", "true", "yes", "on"))
+    for message in cfg.pre_warnings:
+        log.line(message)
     log.line("server_args=" + render_server_args(cfg.server_args))
     for message in cfg.warnings:
         log.line(message)

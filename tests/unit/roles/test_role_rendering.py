@@ -746,6 +746,31 @@ def test_sglang_server_validate_enforces_the_main_argument_spec(tmp_path):
     assert rc == 0, text
 
 
+def test_sglang_server_adaptive_table_is_mounted_read_only_and_refusals_come_first(tmp_path):
+    # SGLang 0.5.23 with adaptive and a table: the unit's container argv mounts <config_dir>/<name>.adaptive.json at the
+    # renderer's path, read-only, and passes it with --speculative-adaptive-config
+    adaptive = dict(REFERENCE_DEPLOYMENT, sglang_server_image="lmsysorg/sglang:v0.5.23-cu130-runtime", sglang_server_version="0.5.23",
+                    sglang_server_tp_size=1, sglang_server_model_path="meta-llama/Llama-3.1-8B-Instruct",
+                    sglang_server_model_architecture="LlamaForCausalLM", sglang_server_speculative_algorithm="EAGLE3",
+                    sglang_server_speculative_draft_model_path="/models/draft", sglang_server_speculative_adaptive=True,
+                    sglang_server_speculative_adaptive_config={1: {"candidate_steps": [1, 3, 5]}, 32: {"candidate_steps": [0, 1]}},
+                    sglang_server_nccl_env_file="")
+    tasks = [role_task("sglang_server", "validate.yml"), role_task("sglang_server", "render.yml"),
+             {"name": "Keep the argv", "ansible.builtin.set_fact": {"rendered": "{{ sglang_server__run_argv }}"}}]
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), tasks, adaptive)
+    assert rc == 0, text[-3000:]
+    argv = res["rendered"]
+    mount = "/etc/sglang/sglang-server.adaptive.json:/etc/sglang-adaptive/speculative_adaptive.json:ro"
+    assert argv[argv.index(mount) - 1] == "-v"
+    assert argv[argv.index("--speculative-adaptive-config") + 1] == "/etc/sglang-adaptive/speculative_adaptive.json"
+    # topk 4 would make SGLang switch adaptive off: refused in validate, before render or any file
+    second = tmp_path / "refused"
+    second.mkdir()
+    rc, text, res = run_tasks(second, facts("ubuntu2404", REF_GPU), tasks, dict(adaptive, sglang_server_speculative_eagle_topk=4))
+    assert rc != 0 and res is None
+    assert "speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported)" in " ".join(text.split())
+
+
 # ---------------------------------------------------------------------------------------------
 # preflight: every role variable checked before anything else (llmops.sglang.preflight_check, _vars/checks.py)
 

@@ -80,7 +80,7 @@ def test_router_filter():
 
 def test_variable_table_filters():
     names = FILTERS["sglang_server_variables"]("all")
-    assert len(names) == 83 and names[0] == "sglang_server_name"
+    assert len(names) == 85 and names[0] == "sglang_server_name"
     assert FILTERS["sglang_server_variables"]("secret") == ["sglang_server_api_key", "sglang_server_hf_token"]
     with pytest.raises(AnsibleFilterError, match="unknown kind 'nope'"):
         FILTERS["sglang_server_variables"]("nope")

@@ -469,3 +469,58 @@ def test_report_lines_written_by_hand():
 
 def test_report_lines_of_a_server_that_never_answered():
     assert speculative_check.report_lines({"passed": False, "verdicts": {}}) == ["FAIL (SGLang ?, speculation unknown)", "warnings: "]
+
+
+# ---------------------------------------------------------------------------------------------- adaptive (SGLang 0.5.14+)
+# SGLang logs "speculative_adaptive disabled: <reason>. Falling back to static speculative params." while it resolves the
+# server args (arg_groups/speculative_hook.py _maybe_disable_adaptive), i.e. BEFORE that run's server_args= line.
+DISABLED = ("[2026-11-20 09:14:01] speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). "
+            "Falling back to static speculative params.")
+SWITCH = "[2026-11-20 09:20:00] Adaptive spec params updated: steps 3 -> 1 (ema_accept_len=0.42)"
+EXPECTED_ADAPTIVE = {"speculative_algorithm": "NEXTN", "tp_size": 4, "speculative_adaptive": True}
+
+
+def _adaptive_routes(mtp_routes, sg, reported):
+    info = json.loads((sg / "server_info-mtp-v0.5.9.json").read_text())
+    info["speculative_adaptive"] = reported
+    return dict(mtp_routes, **{"/server_info": (200, json.dumps(info))})
+
+
+def test_adaptive_disabled_at_startup_fails_with_the_line(mocker, capsys, sg, mtp_routes, tmp_path):
+    # an older run's lines first, then the new start: its disabled line precedes its server_args= line
+    older = (sg / "qwen35-122b-mtp-tp4-v0.5.9.log").read_text()
+    log = tmp_path / "server.log"
+    log.write_text(older + DISABLED + "\n" + older)
+    # /server_info says true here on purpose: the log line decides
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log), "expected": EXPECTED_ADAPTIVE},
+                              _adaptive_routes(mtp_routes, sg, True))
+    res = out(capsys)
+    assert code == 1 and res["failed_verdicts"] == ["as_intended"]
+    verdict = res["verdicts"]["as_intended"]
+    assert verdict["reason"] == ("SGLang switched adaptive speculative decoding off at startup and runs static: 'speculative_adaptive "
+                                 "disabled: speculative_eagle_topk=4 (only topk=1 is supported). Falling back to static speculative params.'")
+    assert verdict["evidence"]["adaptive_disabled"]["reason"] == "speculative_eagle_topk=4 (only topk=1 is supported)"
+
+
+def test_adaptive_disabled_line_of_an_older_run_does_not_count(mocker, capsys, sg, mtp_routes, tmp_path):
+    older = (sg / "qwen35-122b-mtp-tp4-v0.5.9.log").read_text()
+    log = tmp_path / "server.log"
+    log.write_text(DISABLED + "\n" + older + older + SWITCH + "\n")
+    code, dummy, dummy2 = run(mocker, {"log_source": "file", "log_path": str(log), "expected": EXPECTED_ADAPTIVE},
+                              _adaptive_routes(mtp_routes, sg, True))
+    res = out(capsys)
+    assert code == 0, res.get("msg")
+    verdict = res["verdicts"]["as_intended"]
+    assert verdict["reason"] == ("3 server args match (speculative_adaptive, speculative_algorithm, tp_size); adaptive on: no "
+                                 "'speculative_adaptive disabled' line at the server start; 1 step switch(es) logged, last 3 -> 1")
+    assert verdict["evidence"]["adaptive"]["switches"] == [{"time": "2026-11-20 09:20:00", "from": 3, "to": 1, "ema_accept_len": 0.42}]
+
+
+def test_adaptive_reported_off_fails_and_not_reported_is_unknown(mocker, capsys, sg, mtp_routes):
+    code, dummy, dummy2 = run(mocker, {"expected": EXPECTED_ADAPTIVE}, _adaptive_routes(mtp_routes, sg, False))
+    res = out(capsys)
+    assert code == 1 and "speculative_adaptive expected True, running False" in res["verdicts"]["as_intended"]["reason"]
+    code, dummy, dummy2 = run(mocker, {"expected": EXPECTED_ADAPTIVE}, mtp_routes)   # 0.5.9's server_info has no such field
+    res = out(capsys)
+    assert code == 1 and res["verdicts"]["as_intended"]["status"] == "unknown"
+    assert "does not report speculative_adaptive" in res["verdicts"]["as_intended"]["reason"]

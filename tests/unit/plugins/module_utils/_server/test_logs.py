@@ -525,3 +525,28 @@ def test_prefill_before_the_first_decode_line_keeps_the_first_reason():
     res = L.parse_log(log)
     assert [d["idle_reason"] for d in res["decode_lines"]] == ["first", "idle_prefill", None]
     assert res["gen_throughput"] == 130.00
+
+
+def test_adaptive_lines_are_read_from_the_last_runs_start():
+    """SGLang 0.5.14+: the disabled warning is logged while the args are resolved, before the run's server_args= line."""
+    text = "\n".join([
+        "[2026-11-20 09:00:00] speculative_adaptive disabled: enable_pdmux=True is not supported (adaptive state swap does not update "
+        "decode_attn_backend_group). Falling back to static speculative params.",
+        "[2026-11-20 09:00:01] server_args=ServerArgs(model_path='/m', speculative_algorithm='EAGLE')",
+        "[2026-11-20 09:00:09] Decode batch, #running-req: 1, #token: 10, token usage: 0.01, accept len: 2.00, cuda graph: True, "
+        "gen throughput (token/s): 100.00, #queue-req: 0",
+        "[2026-11-20 10:00:00] speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). Falling back to "
+        "static speculative params.",
+        "[2026-11-20 10:00:01] server_args=ServerArgs(model_path='/m', speculative_algorithm='EAGLE')",
+        "[2026-11-20 10:05:00] Adaptive spec params updated: steps 3 -> 5 (ema_accept_len=3.61)",
+        "[2026-11-20 10:06:00] Adaptive spec params updated: steps 5 -> 1 (ema_accept_len=0.40)",
+    ])
+    parsed = L.parse_log(text)
+    assert parsed["runs"] == 2
+    assert parsed["adaptive_disabled"] == {"text": "speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is supported). "
+                                                   "Falling back to static speculative params.",
+                                           "reason": "speculative_eagle_topk=4 (only topk=1 is supported)", "time": "2026-11-20 10:00:00"}
+    assert parsed["adaptive_switches"] == [{"time": "2026-11-20 10:05:00", "from": 3, "to": 5, "ema_accept_len": 3.61},
+                                           {"time": "2026-11-20 10:06:00", "from": 5, "to": 1, "ema_accept_len": 0.4}]
+    # the previous run's line (before its own server_args=, after nothing) is not this run's
+    assert L.parse_log("\n".join(text.splitlines()[:3] + text.splitlines()[4:]))["adaptive_disabled"] is None

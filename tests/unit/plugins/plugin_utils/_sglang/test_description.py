@@ -69,7 +69,7 @@ def test_vars_main_yml_lists_no_variable_by_hand():
 
 
 def test_the_table_is_well_formed():
-    assert len(d.VARIABLES) == len(d.BY_NAME) == 83
+    assert len(d.VARIABLES) == len(d.BY_NAME) == 85  # 83 + speculative_adaptive(_config)
     for row in d.VARIABLES:
         assert set(row.destinations) <= set(d.DESTINATION_KINDS), row.name
         assert (row.env is not None) == ("secret" in row.destinations), row.name
@@ -83,7 +83,7 @@ def test_the_table_is_well_formed():
 
 def test_the_renderers_option_map_is_the_tables():
     assert launch.OPTIONS is d.OPTIONS
-    assert len(d.OPTIONS) == 43
+    assert len(d.OPTIONS) == 45
     # renderer defaults differ from the role's defaults on purpose: unset = not rendered
     assert d.OPTIONS["enable_metrics"] == ("bool", False)
     assert d.OPTIONS["decode_log_interval"] == ("int", None)
@@ -96,7 +96,7 @@ def test_the_renderers_option_map_is_the_tables():
     assert d.MANAGED_FLAGS["--speculative-num-steps"] == "speculative_num_steps"
     assert d.MANAGED_FLAGS["--nccl-init-addr"] == "dist_init_addr"
     assert "--hf-token" not in d.MANAGED_FLAGS
-    assert len(d.MANAGED_FLAGS) == 43
+    assert len(d.MANAGED_FLAGS) == 45
 
 
 def test_names_by_kind():
@@ -119,7 +119,7 @@ def _inputs(**changes):
 def test_server_description_takes_the_tuned_and_multinode_values():
     inputs = _inputs(model_path="/models/m", speculative_num_steps=3, nnodes=1)
     desc = d.server_description(inputs)
-    assert len(desc) == 44 and desc["model_path"] == "/models/m" and desc["speculative_num_steps"] == 3
+    assert len(desc) == 46 and desc["model_path"] == "/models/m" and desc["speculative_num_steps"] == 3
     assert desc["version_force"] is False and "image" not in desc
     tuned = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_eagle_topk": 1,
              "speculative_num_draft_tokens": 3, "speculative_draft_model_path": None, "arm": "s2", "time": "t", "path": "/p"}
