@@ -26,10 +26,11 @@ the module is called once with the whole plan and sends nothing.
 
 from __future__ import annotations
 
+import json
+import os
 from urllib.parse import urlsplit
 
 from ansible import constants as C
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -127,12 +128,11 @@ class ActionModule(ActionBase):
     @staticmethod
     def _checked(args):
         """The task's arguments as the module will see them (its argument spec: types converted, defaults filled), checked
-        with the module's own checks (``_bench/options.py``); Refused with every message."""
-        checked = ArgumentSpecValidator(options.argument_spec()).validate(args)
-        errors = list(checked.error_messages) or options.validate(checked.validated_parameters)
+        with the module's own checks (``_bench/options.py``, the ones preflight runs); Refused with every message."""
+        params, errors = options.check(args)
         if errors:
             raise Refused("invalid options: " + "; ".join(to_native(e) for e in errors))
-        return checked.validated_parameters
+        return params
 
     def _check_delegation(self, args, task_vars, names):
         """Refuse a loopback ``url`` when the task is delegated to another host than the one it is for (unless the URL
