@@ -56,6 +56,26 @@ def loopback(url):
     return host.startswith("127.") or host in _LOOPBACK_HOSTS
 
 
+def start_raw_records(path):
+    """Create (or empty) the raw records file ``path`` on the controller, and its directory: before the first request, so
+    a path that cannot be written is refused while nothing has been measured. Raises IOError/OSError."""
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder)
+    with open(path, "w"):
+        pass
+
+
+def append_raw_records(path, records):
+    """Append ``records`` (a level's records, dicts) to ``path``, one JSON object per line (keys sorted), and flush them to
+    disk: the measurement survives whatever refuses later (the report writer, a gate, a lost controller)."""
+    with open(path, "a") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 class ActionModule(ActionBase):
     """Plan the sweep and read the workload on the controller, then run the module once per level."""
 
@@ -82,11 +102,22 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name=MODULE, module_args=dict(args, levels=levels), task_vars=task_vars))
             result.update(problems=[result.get("msg") or "failed"] if result.get("failed") else [], lines=[])
             return result
+        raw = params.get("raw_records")
+        if raw:
+            try:
+                start_raw_records(raw)
+            except (IOError, OSError) as exc:
+                msg = ("serving_benchmark: raw_records=%s: cannot write it on the controller (%s); give a writable path "
+                       "(nothing was sent)" % (raw, to_native(exc)))
+                result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[])
+                return result
+        result["raw_records"] = raw or ""
         return self._sweep(result, args, task_vars, levels, params["level_offset"], plan.SweepProgress(
-            levels, stop_on_failure=params["stop_on_failure"], stop_name=plan.option_name(names, "stop_on_failure")), host)
+            levels, stop_on_failure=params["stop_on_failure"], stop_name=plan.option_name(names, "stop_on_failure")), host, raw)
 
-    def _sweep(self, result, args, task_vars, levels, offset, progress, host):
-        """Run the levels one module call each, showing a line before and after each; aggregate the results."""
+    def _sweep(self, result, args, task_vars, levels, offset, progress, host, raw=None):
+        """Run the levels one module call each, showing a line before and after each; aggregate the results. Each level's
+        records are appended to ``raw`` (a controller path, or None) as soon as the level ends, before any check of them."""
         lines, warnings, gate_failures, last, changed = [], [], [], {}, False
         for index, level in enumerate(levels):
             if progress.stopped:
@@ -95,6 +126,12 @@ class ActionModule(ActionBase):
             display.display("[%s] %s" % (host, start))
             answer = self._execute_module(module_name=MODULE, module_args=dict(args, levels=[level], level_offset=offset + index),
                                           task_vars=task_vars)
+            if raw and answer.get("records"):
+                try:
+                    append_raw_records(raw, answer["records"])
+                except (IOError, OSError) as exc:
+                    warnings.append("raw_records=%s: level %d's records could not be written there (%s); they are in this "
+                                    "task's result" % (raw, offset + index + 1, to_native(exc)))
             if answer.get("unreachable"):
                 result.update(answer)
                 return result

@@ -72,6 +72,7 @@ def argument_spec():
         level_offset=dict(type="int", default=0),
         output_file=dict(type="path"),
         output_details=dict(type="bool", default=False),
+        raw_records=dict(type="path"),
         stop_on_failure=dict(type="bool", default=False),
         variable_names=dict(type="dict", default={}),
     )
