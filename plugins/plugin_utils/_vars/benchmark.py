@@ -145,7 +145,8 @@ def benchmark_problems(values, basedir=None, read_trace=None):
                             % (_shown(trace_file), exc))
     args = module_args(merged, trace_text)
     try:
-        plan.check_lists(args, variable_names())
+        # the levels as given first (the argument spec would convert 2.5 to an int with a message naming no variable)
+        plan.plan_sweep(args, None, variable_names())
     except plan.PlanError as exc:
         return problems + [str(exc)]
     params, errors = options.check(args)
