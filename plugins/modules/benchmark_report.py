@@ -397,13 +397,13 @@ def main():
         fail("benchmark_report: %s" % problem, **result)
     if "/" in p["host"] or p["host"] in ("", ".", ".."):
         fail("benchmark_report: host=%r is not usable as a directory name (empty, '.', '..' or with '/'); "
-                         "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
+             "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
     records = p["records"]
     if not records:
         fail("benchmark_report: records is empty: the benchmark measured no level, nothing to report", **result)
     if p["plots"] and not HAS_MPL:
         fail(missing_required_lib("matplotlib", reason="to draw the benchmark plots (or set plots=false)"),
-                         exception=MPL_IMP_ERR, **result)
+             exception=MPL_IMP_ERR, **result)
     outdir = os.path.join(p["dest"], p["host"], p["run_id"])
     result["path"] = outdir
     result["summary"] = summary_rows(records)
@@ -448,7 +448,7 @@ def main():
                     content.update(plot_ab_categories(tmp, ab, p["title"]))
         except Exception as exc:  # pylint: disable=broad-except
             fail("benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
-                             exception=traceback.format_exc(), **result)
+                 exception=traceback.format_exc(), **result)
     try:
         result["files"], result["changed_files"] = write_report_files(outdir, content, module.check_mode)
     except ReportWriteError as exc:
