@@ -494,7 +494,7 @@ def test_preflight_refuses_the_benchmark_inputs_before_any_change(tmp_path):
     flat = " ".join(text.split())
     assert rc != 0 and res is None, text
     assert "Preflight refused the variables of target (2 problem(s)):" in flat, text
-    # (the output quotes the messages; the exact words are asserted in tests/unit/plugins/plugin_utils/_vars/test_benchmark.py)
+    # (the output quotes the messages; the exact words are asserted in tests/unit/plugins/plugin_utils/_vars/test_benchmark_inputs.py)
     assert "sglang_benchmark_workload=" in flat and "/nonexistent/prompts.jsonl" in flat
     assert "no such file or directory on the controller" in flat
     assert "sglang_benchmark_run_id=" in flat and "../../etc" in flat and "(it is a directory name)" in flat
