@@ -17,6 +17,10 @@ value and the fix):
   ``workload_max_prompts`` rows and passed to the module as ``prompts``, so the load generator needs nothing but the
   standard library and the prompt files need not exist there.
 
+With ``raw_records`` (a controller path), that file is created before the first request and each level's records are
+appended to it as soon as the level ends, before any gate or report can refuse them (issue #23: a measurement that was
+taken is never lost to a later refusal).
+
 Then each level runs as one module call (option ``levels``: that level; ``level_offset``: the levels before it), so the
 module never plans. A level failed when it missed a gate or measured nothing; with ``stop_on_failure`` the rest is
 skipped. The result has every record, the summary and the table of all levels, ``problems`` (``level N (name):
