@@ -4,8 +4,11 @@
 """Action plugin of llmops.sglang.preflight_check: preflight's checks, on the controller, in one task.
 
 1. Every variable in scope with a prefix of the collection (``plugin_utils/_vars/checks.py``: the roles' argument
-   specs through the generated ``role_specs`` table, RULES, misspelled names); a problem here stops the task before the
-   host checks, as a bad value must not wait for the stage that uses it.
+   specs through the generated ``role_specs`` table, RULES, misspelled names), then the benchmark's inputs with the
+   benchmark's own checks (``plugin_utils/_vars/benchmark.py``: its options and plan, the workload files and the trace
+   on this controller, the run id by the report writer's rule); a problem here stops the task before the host checks,
+   as a bad value must not wait for the stage that uses it. ``checks: benchmark`` runs only the benchmark's inputs (the
+   sglang_benchmark role's first task).
 2. This host against the deployment (``plugin_utils/_host/preflight.py`` over ``plugin_utils/_host/policy.py``), from
    the facts gpu_facts wrote and its ``model_dir`` read (the registered ``preflight_gpu_facts_read``).
 
@@ -20,10 +23,10 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._host import preflight
-from ansible_collections.llmops.sglang.plugins.plugin_utils._vars import checks
+from ansible_collections.llmops.sglang.plugins.plugin_utils._vars import benchmark, checks
 from ansible_collections.llmops.sglang.plugins.plugin_utils._vars.role_specs import ROLE_VARIABLES
 
-CHECKS = ("variables", "host")
+CHECKS = ("variables", "host", "benchmark")
 #: Roles whose argument-spec default stands for a setting the inventory leaves unset (they run after preflight).
 _DEFAULTS_FROM = ("nvidia_driver", "iommu", "nccl")
 
@@ -45,7 +48,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        wanted = self._task.args.get("checks", list(CHECKS))
+        wanted = self._task.args.get("checks", ["variables", "host"])
         if isinstance(wanted, str):
             wanted = [wanted]
         unknown = [c for c in wanted if c not in CHECKS]
@@ -73,9 +76,17 @@ class ActionModule(ActionBase):
                 [name for name in task_vars if name not in facts], value_of, self._value(task_vars, "preflight_known_variables", []) or [],
                 {"image_cuda_version": self._value(task_vars, "preflight_image_cuda_version", "13.0")})
             problems = broken + problems
+            problems += self._benchmark_problems(task_vars, value_of, problems)
             if problems:
                 result.update(failed=True, variable_problems=problems,
                               msg=["Preflight refused the variables of %s (%d problem(s)):" % (host, len(problems))] + problems)
+                return result
+
+        if "benchmark" in wanted and "variables" not in wanted:
+            problems = self._benchmark_problems(task_vars, lambda name: self._value(task_vars, name), [])
+            if problems:
+                result.update(failed=True, variable_problems=problems,
+                              msg=["Refused the benchmark inputs of %s (%d problem(s)):" % (host, len(problems))] + problems)
                 return result
 
         if "host" in wanted:
@@ -103,6 +114,24 @@ class ActionModule(ActionBase):
         else:
             result["msg"] = "The variables of %s passed." % host
         return result
+
+    def _benchmark_problems(self, task_vars, value_of, found):
+        """The sglang_benchmark role's inputs (``plugin_utils/_vars/benchmark.py``: the benchmark's own checks, its
+        workload files and trace on this controller, the run id by the report writer's rule), from the variables set in
+        scope; a variable already refused in ``found`` is left to its default, so it is reported once."""
+        refused = set(p.split("=", 1)[0].split(":", 1)[0] for p in found)
+        values = dict((name, value_of(name)) for name in benchmark.VARIABLES if name in task_vars and name not in refused)
+
+        def read_trace(path):
+            try:
+                real = self._find_needle("files", path)
+            except AnsibleError as exc:
+                raise IOError(to_native(exc).splitlines()[0])
+            with open(real, "r") as fh:
+                return fh.read()
+
+        basedir = self._loader.get_basedir() if self._loader is not None else None
+        return benchmark.benchmark_problems(values, basedir, read_trace)
 
     def _host_value(self, task_vars, name):
         """A value of :data:`preflight.VALUES`: set in scope, else the host role's default, else None."""

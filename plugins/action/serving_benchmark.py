@@ -17,6 +17,10 @@ value and the fix):
   ``workload_max_prompts`` rows and passed to the module as ``prompts``, so the load generator needs nothing but the
   standard library and the prompt files need not exist there.
 
+With ``raw_records`` (a controller path), that file is created before the first request and each level's records are
+appended to it as soon as the level ends, before any gate or report can refuse them (issue #23: a measurement that was
+taken is never lost to a later refusal).
+
 Then each level runs as one module call (option ``levels``: that level; ``level_offset``: the levels before it), so the
 module never plans. A level failed when it missed a gate or measured nothing; with ``stop_on_failure`` the rest is
 skipped. The result has every record, the summary and the table of all levels, ``problems`` (``level N (name):
@@ -26,10 +30,11 @@ the module is called once with the whole plan and sends nothing.
 
 from __future__ import annotations
 
+import json
+import os
 from urllib.parse import urlsplit
 
 from ansible import constants as C
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -53,6 +58,26 @@ def loopback(url):
     except ValueError:
         return False
     return host.startswith("127.") or host in _LOOPBACK_HOSTS
+
+
+def start_raw_records(path):
+    """Create (or empty) the raw records file ``path`` on the controller, and its directory: before the first request, so
+    a path that cannot be written is refused while nothing has been measured. Raises IOError/OSError."""
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder)
+    with open(path, "w"):
+        pass
+
+
+def append_raw_records(path, records):
+    """Append ``records`` (a level's records, dicts) to ``path``, one JSON object per line (keys sorted), and flush them to
+    disk: the measurement survives whatever refuses later (the report writer, a gate, a lost controller)."""
+    with open(path, "a") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 class ActionModule(ActionBase):
@@ -81,11 +106,22 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name=MODULE, module_args=dict(args, levels=levels), task_vars=task_vars))
             result.update(problems=[result.get("msg") or "failed"] if result.get("failed") else [], lines=[])
             return result
+        raw = params.get("raw_records")
+        if raw:
+            try:
+                start_raw_records(raw)
+            except (IOError, OSError) as exc:
+                msg = ("serving_benchmark: raw_records=%s: cannot write it on the controller (%s); give a writable path "
+                       "(nothing was sent)" % (raw, to_native(exc)))
+                result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[])
+                return result
+        result["raw_records"] = raw or ""
         return self._sweep(result, args, task_vars, levels, params["level_offset"], plan.SweepProgress(
-            levels, stop_on_failure=params["stop_on_failure"], stop_name=plan.option_name(names, "stop_on_failure")), host)
+            levels, stop_on_failure=params["stop_on_failure"], stop_name=plan.option_name(names, "stop_on_failure")), host, raw)
 
-    def _sweep(self, result, args, task_vars, levels, offset, progress, host):
-        """Run the levels one module call each, showing a line before and after each; aggregate the results."""
+    def _sweep(self, result, args, task_vars, levels, offset, progress, host, raw=None):
+        """Run the levels one module call each, showing a line before and after each; aggregate the results. Each level's
+        records are appended to ``raw`` (a controller path, or None) as soon as the level ends, before any check of them."""
         lines, warnings, gate_failures, last, changed = [], [], [], {}, False
         for index, level in enumerate(levels):
             if progress.stopped:
@@ -94,6 +130,12 @@ class ActionModule(ActionBase):
             display.display("[%s] %s" % (host, start))
             answer = self._execute_module(module_name=MODULE, module_args=dict(args, levels=[level], level_offset=offset + index),
                                           task_vars=task_vars)
+            if raw and answer.get("records"):
+                try:
+                    append_raw_records(raw, answer["records"])
+                except (IOError, OSError) as exc:
+                    warnings.append("raw_records=%s: level %d's records could not be written there (%s); they are in this "
+                                    "task's result" % (raw, offset + index + 1, to_native(exc)))
             if answer.get("unreachable"):
                 result.update(answer)
                 return result
@@ -127,12 +169,11 @@ class ActionModule(ActionBase):
     @staticmethod
     def _checked(args):
         """The task's arguments as the module will see them (its argument spec: types converted, defaults filled), checked
-        with the module's own checks (``_bench/options.py``); Refused with every message."""
-        checked = ArgumentSpecValidator(options.argument_spec()).validate(args)
-        errors = list(checked.error_messages) or options.validate(checked.validated_parameters)
+        with the module's own checks (``_bench/options.py``, the ones preflight runs); Refused with every message."""
+        params, errors = options.check(args)
         if errors:
             raise Refused("invalid options: " + "; ".join(to_native(e) for e in errors))
-        return checked.validated_parameters
+        return params
 
     def _check_delegation(self, args, task_vars, names):
         """Refuse a loopback ``url`` when the task is delegated to another host than the one it is for (unless the URL

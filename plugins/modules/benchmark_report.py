@@ -59,6 +59,13 @@ options:
     description: Title of the Markdown summary and the plots.
     type: str
     default: SGLang serving benchmark
+  raw_records:
+    description:
+      - Where the records were written as they were measured (M(llmops.sglang.serving_benchmark)'s O(raw_records),
+        a JSONL file on the controller). Only named in a refusal, so that a report that cannot be written says where the
+        measurement is kept. Nothing is read from it.
+    type: str
+    default: ""
   plots:
     description: Draw the PNG plots (needs matplotlib).
     type: bool
@@ -405,6 +412,7 @@ def main():
             run_id=dict(type="str", required=True),
             records=dict(type="list", elements="dict", required=True),
             title=dict(type="str", default="SGLang serving benchmark"),
+            raw_records=dict(type="str", default=""),
             plots=dict(type="bool", default=True),
             baseline_records=dict(type="list", elements="dict"),
             baseline_label=dict(type="str", default="mtp_off"),
@@ -416,18 +424,25 @@ def main():
     )
     p = module.params
     result = dict(changed=False, path="", files=[], changed_files=[], markdown="", summary=[], ab={})
+
+    def fail(msg, **kwargs):
+        """Refuse; after a sweep, name where its records are kept (raw_records, written before this module ran)."""
+        if p["raw_records"]:
+            msg = "%s [the measured records are kept in %s]" % (msg, p["raw_records"])
+        module.fail_json(msg=msg, **kwargs)
+
     problem = run_id_problem("run_id", p["run_id"])
     if problem:
-        module.fail_json(msg="benchmark_report: %s" % problem, **result)
+        fail("benchmark_report: %s" % problem, **result)
     if "/" in p["host"] or p["host"] in ("", ".", ".."):
-        module.fail_json(msg="benchmark_report: host=%r is not usable as a directory name (empty, '.', '..' or with '/'); "
-                         "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
+        fail("benchmark_report: host=%r is not usable as a directory name (empty, '.', '..' or with '/'); "
+             "pass the inventory_hostname, e.g. host: '{{ inventory_hostname }}'" % p["host"], **result)
     records = p["records"]
     if not records:
-        module.fail_json(msg="benchmark_report: records is empty: the benchmark measured no level, nothing to report", **result)
+        fail("benchmark_report: records is empty: the benchmark measured no level, nothing to report", **result)
     if p["plots"] and not HAS_MPL:
-        module.fail_json(msg=missing_required_lib("matplotlib", reason="to draw the benchmark plots (or set plots=false)"),
-                         exception=MPL_IMP_ERR, **result)
+        fail(missing_required_lib("matplotlib", reason="to draw the benchmark plots (or set plots=false)"),
+             exception=MPL_IMP_ERR, **result)
     outdir = os.path.join(p["dest"], p["host"], p["run_id"])
     result["path"] = outdir
     result["summary"] = summary_rows(records)
@@ -438,7 +453,7 @@ def main():
             ab = compare(p["baseline_records"], records, target=p["target_concurrency"], min_gain=p["min_gain"],
                          baseline_label=p["baseline_label"], candidate_label=p["candidate_label"])
         except ReportError as exc:
-            module.fail_json(msg="benchmark_report: A/B comparison impossible: %s" % to_native(exc), **result)
+            fail("benchmark_report: A/B comparison impossible: %s" % to_native(exc), **result)
         ab_md = ab_markdown(ab)
     result["ab"] = ab
     md = summary_md(p["title"], p["host"], p["run_id"], records, ab_md)
@@ -474,12 +489,12 @@ def main():
                     content.update(plots_ab(tmp, ab, p["baseline_records"], records, p["title"]))
                     content.update(plot_ab_categories(tmp, ab, p["title"]))
         except Exception as exc:  # pylint: disable=broad-except
-            module.fail_json(msg="benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
-                             exception=traceback.format_exc(), **result)
+            fail("benchmark_report: drawing the plots failed: %s: %s" % (type(exc).__name__, to_native(exc)),
+                 exception=traceback.format_exc(), **result)
     try:
         result["files"], result["changed_files"] = write_report_files(outdir, content, module.check_mode)
     except ReportWriteError as exc:
-        module.fail_json(msg="benchmark_report: %s" % to_native(exc), **result)
+        fail("benchmark_report: %s" % to_native(exc), **result)
     result["changed"] = bool(result["changed_files"])
     module.exit_json(**result)
 

@@ -19,7 +19,15 @@ description:
     generated from them, C(plugins/plugin_utils/_vars/role_specs.py)), ranges and cross-checks (C(plugins/plugin_utils/_vars/checks.py)
     RULES), and misspelled names, refused with the closest valid name. Internal C(<role>__*) names, the facts roles publish
     for each other and C(preflight_known_variables) are not refused. Values of C(no_log) options are redacted; a misspelled
-    name's value is never read. Problems here stop the task before the host checks.
+    name's value is never read. Then the inputs of the P(llmops.sglang.sglang_benchmark#role) role with the benchmark's own
+    checks (C(plugins/plugin_utils/_vars/benchmark.py)) - its options and the sweep plan as
+    M(llmops.sglang.serving_benchmark) checks them (cross-checks such as burstiness without request rates), the workload's
+    files found and opened on the controller as the benchmark finds them (a path that does not exist, a glob matching
+    nothing, a directory without prompt files, an unreadable or empty file), the trace file read and parsed, and the run id
+    and label by the report writer's rule (letters, digits, C(.), C(_), C(-)). Problems here stop the task before the host
+    checks.
+  - V(benchmark) - only the inputs of the sglang_benchmark role (its first task runs this, so a benchmark run alone is
+    refused before anything is measured, with the same words as preflight).
   - V(host) - this host against the deployment, from C(ansible_facts.llmops_gpu) (P(llmops.sglang.gpu_facts#module)) and the
     model directory gpu_facts read (C(preflight_gpu_facts_read.model_dir)) - supported OS, GPUs on this node >= tp / nnodes,
     every host refusal (SEV-SNP with passthrough, proprietary modules on Blackwell, runtime identity domains, P2P forced on
@@ -48,7 +56,7 @@ options:
     description: Which checks to run, in this order.
     type: list
     elements: str
-    choices: [variables, host]
+    choices: [variables, host, benchmark]
     default: [variables, host]
 notes:
   - Variables read for the host checks are those of the preflight role (C(preflight_tp_size), C(preflight_nnodes),

@@ -382,9 +382,20 @@ options:
     type: str
     default: ""
   run_id:
-    description: Run identifier written in each record.
+    description:
+      - Run identifier written in each record. It names the report directory (C(reports/<host>/<run_id>/)), so it is
+        refused before the first request unless it uses only letters, digits, C(.), C(_) and C(-) (not C(.) or C(..)),
+        the report writer's rule.
     type: str
     default: ""
+  raw_records:
+    description:
+      - A JSONL file on the controller that the action plugin writes each level's records to (one JSON object per
+        record, keys sorted) as soon as the level ends, before anything checks them. A report or a gate that refuses
+        later leaves the measurement there. Created (emptied) before the first request; one that cannot be written is
+        refused while nothing has been sent. The module itself ignores it.
+      - The sglang_benchmark role writes C(reports/<host>/<run_id>/raw_records.jsonl).
+    type: path
   level_offset:
     description: Number of levels already run in this sweep, so C(level) numbers (and the seeds) continue when the sweep
       is split over several tasks. The action plugin adds the levels before each one.
@@ -570,6 +581,10 @@ lines:
   returned: always (the action plugin)
   type: list
   elements: str
+raw_records:
+  description: The O(raw_records) file the levels' records were written to as they ended (empty without one).
+  returned: when the sweep started (the action plugin)
+  type: str
 stopped:
   description: True when O(stop_on_failure) skipped levels after a failed one.
   returned: always (the action plugin)

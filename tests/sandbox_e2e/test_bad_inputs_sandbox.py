@@ -201,6 +201,24 @@ def test_preflight_refuses_bad_variable_by_name_before_any_change(preflight_refu
     assert after == before and still_healthy
 
 
+# issue #23: benchmark inputs that passed preflight and were refused only in the benchmark stage (the workload), or after
+# the whole sweep (the run id, 85 s on the sandbox, the measurement lost). Now preflight refuses both, together.
+BENCHMARK_CASES = {"sglang_benchmark_workload": "/nonexistent/prompts/sharegpt.json", "sglang_benchmark_run_id": "../../etc"}
+
+
+@SANDBOX
+def test_preflight_refuses_bad_benchmark_inputs_before_any_change(serving, tmp_path):
+    before = state(serving)
+    proc = playbook(inventory(tmp_path), "preflight.yml", "-e", json.dumps(BENCHMARK_CASES))
+    print("preflight refusal of the benchmark inputs after %.1f s" % proc.elapsed)
+    assert proc.returncode != 0
+    assert "Preflight refused the variables of %s (2 problem(s)):" % HOST in proc.flat, proc.stdout[-3000:]
+    assert "workload '/nonexistent/prompts/sharegpt.json': no such file or directory on the controller" in proc.flat.replace("\\'", "'")
+    assert "sglang_benchmark_run_id=" in proc.flat and "../../etc" in proc.flat and "(it is a directory name)" in proc.flat
+    assert "TASK [llmops.sglang.sglang_server" not in proc.stdout   # refused in the preflight task, before the server's tasks
+    assert state(serving) == before and healthy(serving)
+
+
 @SANDBOX
 def test_failed_readiness_rolls_back_to_the_serving_configuration(serving, tmp_path):
     before_files = state(serving)[0]

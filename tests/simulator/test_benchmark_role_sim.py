@@ -73,6 +73,9 @@ def test_one_task_a_line_per_level_then_the_report_and_the_table(tmp_path, sim):
     assert " 1 level(s) left, ETA ~" in lines[1] and lines[3].endswith(" 0 level(s) left, ETA ~0 s")
     records = _jsonl(reports)
     assert [(r["level"], r["max_concurrency"], r["completed"]) for r in records] == [(1, 1, 2), (2, 2, 2)]
+    # each level's record as measured, written before the report (issue #23)
+    (raw,) = reports.glob("target/*/raw_records.jsonl")
+    assert [json.loads(line) for line in raw.read_text().splitlines()] == result["records"]
     assert [r["level"] for r in result["records"]] == [1, 2] and result["failed"] is False and result["problems"] == []
     printed = " ".join(out.split())
     assert "| 1 | 1 | - | 2 | 0 |" in printed and "| 2 | 2 | - | 2 | 0 |" in printed
@@ -87,6 +90,10 @@ def test_a_failed_level_skips_the_rest_and_the_role_fails_after_the_report(tmp_p
     assert "Benchmark level 2/2" not in out
     assert "[1 of 2 level(s) measured; report: %s" % next(reports.glob("target/*")) in printed
     assert len(_jsonl(reports)) == 1                               # the measured level is in the report
+    # raw records first (issue #23): the level the gate refused reached the disk before the gate or the report
+    raw = next(reports.glob("target/*/raw_records.jsonl"))
+    assert [(r["level"], r["max_concurrency"]) for r in map(json.loads, raw.read_text().splitlines())] == [(1, 1)]
+    assert "records as measured: %s]" % raw in printed
 
 
 def test_check_mode_measures_nothing(tmp_path, sim):

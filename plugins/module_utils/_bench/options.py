@@ -13,11 +13,15 @@ variables), the value, why and the fix. The level lists are checked where the sw
 from __future__ import annotations
 
 import math
+import os
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.plan import PLAN_ARGUMENT_SPEC, option_name
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import normalize_slo
 from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import gate_option_spec
+from ansible_collections.llmops.sglang.plugins.module_utils._report.files import run_id_problem
 from ansible_collections.llmops.sglang.plugins.module_utils._server.client import http_argument_spec
 
 
@@ -68,6 +72,7 @@ def argument_spec():
         level_offset=dict(type="int", default=0),
         output_file=dict(type="path"),
         output_details=dict(type="bool", default=False),
+        raw_records=dict(type="path"),
         stop_on_failure=dict(type="bool", default=False),
         variable_names=dict(type="dict", default={}),
     )
@@ -105,8 +110,59 @@ def validate(params):
     gf = gates.get("min_goodput_fraction")
     if gf is not None and not 0.0 <= gf <= 1.0:
         errs.append("%s=%r: must be within [0, 1] (a fraction of the level's requests)" % (n("gates.min_goodput_fraction"), gf))
+    # The report directory is reports/<host>/<run_id>/: the report writer's own rule, checked before the first request
+    # (a refusal after the sweep would lose the measurement).
+    if params.get("run_id"):
+        problem = run_id_problem(n("run_id"), params["run_id"])
+        if problem:
+            errs.append("%s; name the run like nextn-20261202 (or leave it empty: the role then uses a UTC timestamp)" % problem)
     errs.extend(validate_traffic(params, n))
     return errs
+
+
+def check(args):
+    """The arguments of a serving_benchmark task as the module will see them, and every message against them.
+
+    ``args``: the task's arguments (dict, values as given). Returns ``(params, errors)``: ``params`` the arguments with
+    types converted and defaults filled by :func:`argument_spec`, ``errors`` the argument spec's messages followed by
+    :func:`validate`'s (a list of str; [] when all pass). Used by the action plugin before the first level and by
+    preflight (``plugin_utils/_vars/benchmark.py``) before any change, so both refuse the same values with the same words.
+    """
+    checked = ArgumentSpecValidator(argument_spec()).validate(args)
+    errors = [str(e) for e in checked.error_messages]
+    if not errors:
+        errors = validate(checked.validated_parameters)
+    return checked.validated_parameters, errors
+
+
+def workload_problem(spec, basedir):
+    """Why the files of a file workload cannot be read on the controller, or None (named workloads and files that can).
+
+    ``spec``: the workload as given (a file, a directory, a glob; :data:`.workloads.NAMED_WORKLOADS` are not files);
+    ``basedir``: the playbook's directory (a relative spec that does not exist from the current directory is taken from
+    there). The files are found as the benchmark finds them (:func:`.workloads.locate`, :func:`.workloads.resolve_files`)
+    and each is opened: a path that does not exist, a glob that matches nothing, a directory without .json/.jsonl files, a
+    file of another format, an unreadable or an empty file. The rows themselves are read when the benchmark starts.
+    Returns the reason (str) naming the file.
+    """
+    if spec in (None, "") or spec in workloads.NAMED_WORKLOADS:
+        return None
+    try:
+        files = workloads.resolve_files(workloads.locate(str(spec), basedir))
+    except workloads.WorkloadError as exc:
+        return str(exc)
+    for path in files:
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in workloads.FILE_EXTENSIONS:
+            return "workload %s: unknown format %r (a workload file is .json or .jsonl)" % (path, ext or "(no extension)")
+        try:
+            with open(path, "rb") as fh:
+                first = fh.read(1)
+        except (IOError, OSError) as exc:
+            return "workload %s: cannot read it on the controller (%s)" % (path, exc)
+        if not first:
+            return "workload %s: the file is empty" % path
+    return None
 
 
 def validate_traffic(params, n):

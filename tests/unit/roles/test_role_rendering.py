@@ -486,6 +486,31 @@ def test_preflight_driver_missing_and_unmanaged_is_a_problem(tmp_path):
     assert any("preflight_driver_managed is false" in p and "580.65.06" in p for p in res["preflight_problems"])
 
 
+def test_preflight_refuses_the_benchmark_inputs_before_any_change(tmp_path):
+    # issue #23: a workload that does not exist and a run id the report writer refuses passed preflight; both are now
+    # refused by the one preflight task, listed together
+    play_vars = dict(REFERENCE_DEPLOYMENT, sglang_benchmark_run_id="../../etc", sglang_benchmark_workload="/nonexistent/prompts.jsonl")
+    rc, text, res = _preflight(tmp_path, "ubuntu2404", REF_GPU, play_vars, var_lib_free_gib=300)
+    flat = " ".join(text.split())
+    assert rc != 0 and res is None, text
+    assert "Preflight refused the variables of target (2 problem(s)):" in flat, text
+    # (the output quotes the messages; the exact words are asserted in tests/unit/plugins/plugin_utils/_vars/test_benchmark_inputs.py)
+    assert "sglang_benchmark_workload=" in flat and "/nonexistent/prompts.jsonl" in flat
+    assert "no such file or directory on the controller" in flat
+    assert "sglang_benchmark_run_id=" in flat and "../../etc" in flat and "(it is a directory name)" in flat
+
+
+def test_the_benchmark_role_refuses_its_inputs_before_measuring(tmp_path):
+    # the role's first task runs the same checks (preflight_check checks=[benchmark]): nothing after it runs
+    rc, text, res = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("sglang_benchmark")],
+                              {"sglang_benchmark_run_id": "../../etc"})
+    flat = " ".join(text.split())
+    assert rc != 0 and res is None, text
+    assert "Refused the benchmark inputs of target (1 problem(s)):" in flat, text
+    assert "sglang_benchmark_run_id=" in flat and "../../etc" in flat and "(it is a directory name)" in flat
+    assert "Decide whether the benchmark has something new to say" not in text
+
+
 # ---------------------------------------------------------------------------------------------
 # RHEL 9 grubby path, against a stand-in grubby on PATH that prints recorded `grubby --info=ALL`
 # entries and logs every call (nothing on this machine is touched).

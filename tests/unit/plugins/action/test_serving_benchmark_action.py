@@ -3,6 +3,7 @@ level, a line per level as it ends, the early stop, check mode, and the inputs r
 The module is replaced by a stand-in that answers each level call with a record; expectations worked out by hand."""
 from __future__ import annotations
 
+import json
 from unittest import mock
 
 import pytest
@@ -142,3 +143,48 @@ def test_loopback_is_fine_on_the_host_itself_and_a_real_address_from_elsewhere(m
     h = Harness(mocker, {"url": url, "num_prompts": 4}, [measured], delegate_to=delegate, task_vars=host)
     assert not h.result.get("failed"), h.result["msg"]
     assert len(h.calls) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# raw records first (issue #23): a measurement that was taken is never lost to a later refusal
+
+
+def test_each_levels_records_reach_the_raw_file_as_the_level_ends(mocker, tmp_path):
+    raw = tmp_path / "reports" / "gpu1" / "r1" / "raw_records.jsonl"
+    seen = []
+
+    def second(args):
+        # when level 2 is measured, level 1's record is already on disk
+        seen.append([json.loads(line)["level"] for line in raw.read_text().splitlines()])
+        return {"changed": False, "records": [record(2, 8)], "gate_failures": ["level 2: p99_tpot_ms 12.00 ms is above the gate 5.00 ms"],
+                "duration_s": 1.0, "failed": True, "msg": "serving_benchmark: 1 gate(s) missed"}
+
+    h = Harness(mocker, {"max_concurrency": [1, 8], "num_prompts": 4, "run_id": "r1", "raw_records": str(raw)}, [measured, second])
+    assert seen == [[1]]
+    # the gate refused level 2, and its record is on disk all the same, one JSON object per record, keys sorted
+    lines = raw.read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [record(1, 1), record(2, 8)]
+    assert lines[0] == json.dumps(record(1, 1), sort_keys=True)
+    assert h.result["failed"] and h.result["raw_records"] == str(raw)
+
+
+def test_an_old_raw_file_is_emptied_and_an_unwritable_one_refused_before_anything_is_sent(mocker, tmp_path):
+    raw = tmp_path / "raw_records.jsonl"
+    raw.write_text('{"level": 99}\n')
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 4, "raw_records": str(raw)}, [measured])
+    assert [json.loads(line)["level"] for line in raw.read_text().splitlines()] == [1]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 4, "raw_records": str(blocked / "raw_records.jsonl")}, [measured])
+    assert h.calls == [] and h.result["failed"]
+    assert h.result["msg"].startswith("serving_benchmark: raw_records=%s/raw_records.jsonl: cannot write it on the controller (" % blocked)
+    assert h.result["msg"].endswith("); give a writable path (nothing was sent)")
+
+
+def test_a_run_id_the_report_writer_refuses_is_refused_before_the_first_level(mocker, tmp_path):
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 4, "run_id": "../../etc", "raw_records": str(tmp_path / "raw.jsonl"),
+                         "variable_names": {"run_id": "sglang_benchmark_run_id"}}, [measured])
+    assert h.calls == [] and not (tmp_path / "raw.jsonl").exists()
+    assert h.result["msg"] == ("serving_benchmark: invalid options: sglang_benchmark_run_id='../../etc': use only letters, digits, '.', "
+                               "'_' and '-' (it is a directory name); name the run like nextn-20261202 (or leave it empty: the role "
+                               "then uses a UTC timestamp) (nothing was sent)")

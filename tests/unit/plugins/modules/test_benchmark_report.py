@@ -93,6 +93,17 @@ def test_bad_input(capsys, tmp_path, args, needle):
     assert out["failed"] is True and needle in out["msg"]
 
 
+def test_a_refusal_after_the_sweep_names_where_the_measurement_is_kept(capsys, tmp_path):
+    # a file where the report directory belongs: the report cannot be written, the raw records (written first) are named
+    (tmp_path / "h").write_text("")
+    out = run(capsys, {"dest": str(tmp_path), "host": "h", "run_id": "r", "records": OFF, "plots": False,
+                       "raw_records": "/reports/h/r/raw_records.jsonl"})
+    assert out["failed"] is True and out["msg"].startswith("benchmark_report: cannot write %s/h/r/results.jsonl: " % tmp_path)
+    assert out["msg"].endswith(" [the measured records are kept in /reports/h/r/raw_records.jsonl]")
+    out = run(capsys, {"dest": str(tmp_path), "host": "h", "run_id": "r", "records": OFF, "plots": False})
+    assert "kept in" not in out["msg"]
+
+
 @pytest.mark.parametrize("dataset, expected", [
     ("random-ids", "input 1000 / output 256 tokens (range ratio 1.0)"),
     # a prompt workload's input is its prompts, whatever random_input_len says (bench_serving writes it for every dataset)
