@@ -461,31 +461,42 @@ def category_acceptance(results, levels):
         concurrencies as strings (JSON keys) and categories sorted; an arm or level without category data maps to ``{}``.
     """
     out = {}
+    for arm, conc, groups in _level_groups(results, levels, "categories"):
+        per_level = out.setdefault(arm, {})
+        per_level[conc] = {}
+        for cat, stats in sorted(groups.items()):
+            stats = [st for st in stats if _number(st.get("accept_length"))]
+            if not stats:
+                continue
+            rates = [float(st["accept_rate"]) for st in stats if _number(st.get("accept_rate"))]
+            per_level[conc][cat] = {"accept_length": _mean([float(st["accept_length"]) for st in stats]),
+                                    "accept_rate": _mean(rates), "requests": sum(int(st.get("completed") or 0) for st in stats),
+                                    "trials": len(stats)}
+    return out
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _mean(values):
+    """The plain mean of ``values``, None when empty."""
+    return sum(values) / len(values) if values else None
+
+
+def _level_groups(results, levels, key):
+    """For each arm and each of ``levels`` (ascending): ``(arm key, "<concurrency>", {group: [the group's stats dict in
+    each trial that reported it]})``, the groups read from the level record's ``key`` (``categories``,
+    ``input_length_buckets``)."""
     wanted = sorted(set(int(c) for c in levels))
     for res in results:
-        per_level = {}
         for conc in wanted:
-            sums = {}
+            groups = {}
             for records in res["trials"]:
-                rec = _level_records(records).get(conc)
-                if not rec:
-                    continue
-                for cat, st in (rec.get("categories") or {}).items():
-                    acc = st.get("accept_length")
-                    if not isinstance(acc, (int, float)) or isinstance(acc, bool):
-                        continue
-                    slot = sums.setdefault(cat, {"acc": [], "rate": [], "requests": 0})
-                    slot["acc"].append(float(acc))
-                    if isinstance(st.get("accept_rate"), (int, float)) and not isinstance(st.get("accept_rate"), bool):
-                        slot["rate"].append(float(st["accept_rate"]))
-                    slot["requests"] += int(st.get("completed") or 0)
-            per_level[str(conc)] = dict(
-                (cat, {"accept_length": sum(v["acc"]) / len(v["acc"]),
-                       "accept_rate": (sum(v["rate"]) / len(v["rate"])) if v["rate"] else None,
-                       "requests": v["requests"], "trials": len(v["acc"])})
-                for cat, v in sorted(sums.items()))
-        out[res["arm"]["key"]] = per_level
-    return out
+                rec = _level_records(records).get(conc) or {}
+                for name, st in (rec.get(key) or {}).items():
+                    groups.setdefault(name, []).append(st)
+            yield res["arm"]["key"], str(conc), groups
 
 
 #: Input-length buckets past the common draft training length (2048 tokens) and the accept length below which the winner
@@ -505,30 +516,13 @@ def input_length_acceptance(results, levels):
         "decode_tok_s_per_request", "input_tokens_mean", "requests", "trials"}}}}``, buckets in their order.
     """
     out = {}
-    wanted = sorted(set(int(c) for c in levels))
-    for res in results:
-        per_level = {}
-        for conc in wanted:
-            sums = {}
-            for records in res["trials"]:
-                rec = _level_records(records).get(conc)
-                if not rec:
-                    continue
-                for bucket, st in (rec.get("input_length_buckets") or {}).items():
-                    slot = sums.setdefault(bucket, {"acc": [], "dec": [], "tok": [], "requests": 0, "trials": 0})
-                    slot["trials"] += 1
-                    slot["requests"] += int(st.get("completed") or 0)
-                    for key, name in (("acc", "accept_length"), ("dec", "decode_tok_s_per_request"), ("tok", "input_tokens_mean")):
-                        v = st.get(name)
-                        if isinstance(v, (int, float)) and not isinstance(v, bool):
-                            slot[key].append(float(v))
-            per_level[str(conc)] = dict(
-                (b, {"accept_length": (sum(v["acc"]) / len(v["acc"])) if v["acc"] else None,
-                     "decode_tok_s_per_request": (sum(v["dec"]) / len(v["dec"])) if v["dec"] else None,
-                     "input_tokens_mean": (sum(v["tok"]) / len(v["tok"])) if v["tok"] else None,
-                     "requests": v["requests"], "trials": v["trials"]})
-                for b, v in sums.items())
-        out[res["arm"]["key"]] = per_level
+    for arm, conc, groups in _level_groups(results, levels, "input_length_buckets"):
+        per_level = out.setdefault(arm, {})
+        per_level[conc] = {}
+        for bucket, stats in groups.items():
+            values = dict((name, _mean([float(st[name]) for st in stats if _number(st.get(name))]))
+                          for name in ("accept_length", "decode_tok_s_per_request", "input_tokens_mean"))
+            per_level[conc][bucket] = dict(values, requests=sum(int(st.get("completed") or 0) for st in stats), trials=len(stats))
     return out
 
 
