@@ -14,7 +14,8 @@ description:
   - Writes the records of a M(llmops.sglang.serving_benchmark) sweep under O(dest)/<host>/<run_id>/ as
     C(results.jsonl) (bench_serving-compatible, one line per level, appended like bench_serving's C(--output-file);
     a line already present is not written twice), C(summary.json) (with C(categories) rows and C(warnings)),
-    C(summary.md) (with the per-category table and warnings) and, with O(plots), PNG plots made
+    C(summary.md) (with the per-category table and warnings; both with C(workload_rows), the prompt file's rows used and
+    skipped by reason, when the records carry it) and, with O(plots), PNG plots made
     with matplotlib - C(output_throughput.png) (output tok/s vs concurrency), C(decode_speed.png) (per-request decode
     tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency), and for a
     prompt workload C(accept_length_by_category.png) (accept length per category and level, p10-p90 whiskers).
@@ -154,7 +155,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._report.files import
 )
 from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
     ReportError, ab_markdown, category_markdown, category_rows, compare, jsonl_line, level_key, markdown_table, plot_series,
-    run_warnings, summary_rows,
+    run_warnings, summary_rows, workload_rows,
 )
 
 MPL_IMP_ERR = None
@@ -328,6 +329,9 @@ def summary_md(title, host, run_id, records, ab_md=None):
                  % (first.get("backend"), first.get("dataset_name"), first.get("temperature", 0.0), first.get("top_p", 1.0), lengths,
                     ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
                                                               spec.get("num_draft_tokens"))) if spec.get("algorithm") else "off"))
+    counts = workload_rows(records)
+    if counts:
+        lines += ["", "Workload rows (%s): %s" % (", ".join(counts.get("files") or []), counts.get("text"))]
     lines += ["", markdown_table(records), ""]
     for w in run_warnings(records):
         lines += ["**Warning:** %s" % w, ""]
@@ -417,6 +421,7 @@ def main():
         "results.jsonl": merge_jsonl(existing, records).encode("utf-8"),
         "summary.json": (json.dumps({"host": p["host"], "run_id": p["run_id"], "title": p["title"], "levels": summary_rows(records),
                                      "categories": category_rows(records), "warnings": run_warnings(records),
+                                     "workload_rows": workload_rows(records),
                                      "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
         "summary.md": md.encode("utf-8"),
     }

@@ -88,7 +88,7 @@ MAX_SKIPPED_FRACTION = 0.5
 FIRST_SKIPPED = 5
 # Bytes read at a time from a workload file, and the progress interval of a long load.
 READ_CHUNK = 4 * 1024 * 1024
-PROGRESS_BYTES = 64 * 1024 * 1024
+PROGRESS_BYTES = 128 * 1024 * 1024
 
 
 class WorkloadError(Exception):
