@@ -20,6 +20,8 @@ Prints numbers (this is a measurement script, not a test):
      and a model's tokenizer and only adds to its time and memory.
    * ``python``: an interpreter that imports the same modules and loads nothing (the floor of both RSS numbers).
 
+   Each process imports ``workloads`` before its clock starts (the action plugin has it loaded already).
+
 Goal: ``ours`` no slower and no larger in peak RSS than ``bench_serving``.
 
 Usage: .venv/bin/python benchmarks/dataset_load.py [--path /tmp/sharegpt_v3_like.json] [--conversations 94145]
@@ -53,22 +55,33 @@ def _paragraph(rng, n_words):
     return " ".join(words).capitalize() + "."
 
 
-def _turns(rng, n, first="human", mean_words=80):
+def _turns(rng, n, first="human", pool=()):
     out = []
     who = first
     for _ in range(n):
-        out.append({"from": who, "value": " ".join(_paragraph(rng, rng.randint(8, 2 * mean_words // 3))
-                                                   for _ in range(rng.randint(1, 3)))})
+        out.append({"from": who, "value": " ".join(rng.choice(pool) for _ in range(rng.randint(1, 3)))})
         who = "gpt" if who == "human" else "human"
     return out
+
+
+def _indented(row_id, conv):
+    """The row as ``json.dump(dataset, indent=2, ensure_ascii=False)`` writes it inside the array (what the real file looks
+    like), built with the C encoder for each value (``indent`` would switch json to its pure-Python encoder)."""
+    enc = json.JSONEncoder(ensure_ascii=False).encode
+    if not conv:
+        return '  {\n    "id": %s,\n    "conversations": []\n  }' % enc(row_id)
+    turns = ",\n".join('      {\n        "from": %s,\n        "value": %s\n      }' % (enc(t["from"]), enc(t["value"])) for t in conv)
+    return '  {\n    "id": %s,\n    "conversations": [\n%s\n    ]\n  }' % (enc(row_id), turns)
 
 
 def generate(path, conversations, target_mb, seed):
     """Write the ShareGPT-V3-shaped file; returns (bytes, {shape: rows})."""
     rng = random.Random(seed)
     shapes = {}
-    # ~6.9 KB per row at 94k rows and 650 MB; the mean words per turn are set from the target
-    mean_words = max(10, int(target_mb * 1e6 / conversations / 6 / 7.3))
+    # ~6.9 KB per row at 94k rows and 650 MB; the mean words per turn are set from the target. Turns are drawn from a
+    # pool of paragraphs (generating every word would take minutes).
+    mean_words = max(10, int(target_mb * 1e6 / conversations / 6 / 3.13))
+    pool = [_paragraph(rng, rng.randint(8, 2 * mean_words // 3)) for _ in range(4000)]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("[\n")
         for i in range(conversations):
@@ -76,30 +89,29 @@ def generate(path, conversations, target_mb, seed):
             if r < 0.010:
                 shape, conv = "empty conversations", []
             elif r < 0.025:
-                shape, conv = "single turn", _turns(rng, 1, mean_words=mean_words)
+                shape, conv = "single turn", _turns(rng, 1, pool=pool)
             elif r < 0.045:
-                shape, conv = "assistant first", _turns(rng, rng.randint(2, 8), "gpt", mean_words)
+                shape, conv = "assistant first", _turns(rng, rng.randint(2, 8), "gpt", pool)
             elif r < 0.052:
-                shape, conv = "empty value", _turns(rng, 2, mean_words=mean_words)
+                shape, conv = "empty value", _turns(rng, 2, pool=pool)
                 conv[0]["value"] = ""
             elif r < 0.056:
-                shape, conv = "only assistant turns", [dict(t, **{"from": "gpt"}) for t in _turns(rng, 2, "gpt", mean_words)]
+                shape, conv = "only assistant turns", [dict(t, **{"from": "gpt"}) for t in _turns(rng, 2, "gpt", pool)]
             elif r < 0.066:
-                shape, conv = "system turn", [{"from": "system", "value": _paragraph(rng, 20)}] + _turns(rng, 2, mean_words=mean_words)
+                shape, conv = "system turn", [{"from": "system", "value": _paragraph(rng, 20)}] + _turns(rng, 2, pool=pool)
             else:
-                shape, conv = "ok", _turns(rng, rng.choice((2, 2, 2, 4, 4, 6, 8, 12)), mean_words=mean_words)
+                shape, conv = "ok", _turns(rng, rng.choice((2, 2, 2, 4, 4, 6, 8, 12)), pool=pool)
             shapes[shape] = shapes.get(shape, 0) + 1
-            row = json.dumps({"id": "%08x_%d" % (rng.getrandbits(32), i % 7), "conversations": conv}, indent=2, ensure_ascii=False)
-            fh.write("  " + row.replace("\n", "\n  ") + (",\n" if i + 1 < conversations else "\n"))
+            fh.write(_indented("%08x_%d" % (rng.getrandbits(32), i % 7), conv) + (",\n" if i + 1 < conversations else "\n"))
         fh.write("]\n")
     return os.path.getsize(path), shapes
 
 
 def child(kind, path):
     """One measured load in this process; prints a JSON line."""
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads    # the plugin has it loaded
     t0 = time.perf_counter()
     if kind == "ours":
-        from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads
         _name, rows, counts = workloads.load_workload_counted(path, limit=2000, seed=1)
         out = {"rows_kept": counts["used"], "sample": len(rows), "counts": counts["text"]}
     elif kind == "bench_serving":
@@ -129,8 +141,7 @@ def child(kind, path):
         # ---- end of the copied lines ----
         out = {"rows_kept": len(dataset)}
     else:
-        from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads  # noqa: F401
-        out = {}
+        out = {"rows_kept": len(workloads.BUILTIN_PROMPTS)}
     out.update(kind=kind, wall_s=time.perf_counter() - t0, maxrss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     print(json.dumps(out))
 
