@@ -340,6 +340,7 @@ def _array_rows(reader, add):
                 break
             reader.more()             # a number at the chunk's end may go on in the next one
         add(reader.line_of(reader.pos), obj)
+        reader.rows += 1
         reader.pos = end
         expect_item = False
 
@@ -428,7 +429,6 @@ def read_file(path, progress=None):
                 reader = _Reader(fh, path, size, progress)
                 reader.skip_ws()
                 _array_rows(reader, add)
-                reader.rows = skips.rows
                 reader.report(done=True)
             elif ext == ".json" and first != b"{":
                 raise WorkloadError("workload %s line %d: unknown format: a .json workload is a JSON array of rows (ShareGPT) "

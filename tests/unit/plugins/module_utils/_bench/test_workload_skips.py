@@ -140,3 +140,4 @@ def test_large_file_read_in_chunks_with_progress(tmp_path, monkeypatch):
     assert calls[-1] == (size, size, 41)
     assert len(calls) >= size // 1024 and all(t == size for _d, t, _n in calls)
     assert [d for d, _t, _n in calls] == sorted(d for d, _t, _n in calls)
+    assert 0 < calls[0][2] < 41 and [n for _d, _t, n in calls] == sorted(n for _d, _t, n in calls)
