@@ -7,7 +7,8 @@ Prints numbers (this is a measurement script, not a test):
    the default dataset of ``sglang.bench_serving`` (~94k conversations, ~650 MB): a JSON array, indented, non-ASCII
    text unescaped (``ensure_ascii=False``), with the real file's broken row shapes mixed in - empty ``conversations``,
    a single turn, an assistant-first conversation, an empty value, only assistant turns - and system turns.
-2. Measures, each in its own fresh Python process (wall time with ``time.perf_counter``, peak RSS with
+2. Measures, each in its own fresh Python process (wall time with ``time.perf_counter``, CPU time of the process with
+   ``time.process_time`` - the steadier number on a shared machine -, peak RSS with
    ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end), ``--repeat`` times alternately:
 
    * ``ours``: ``workloads.load_workload_counted(path, limit=2000, seed=1)`` - the serving_benchmark action plugin's
@@ -110,7 +111,7 @@ def generate(path, conversations, target_mb, seed):
 def child(kind, path):
     """One measured load in this process; prints a JSON line."""
     from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads    # the plugin has it loaded
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if kind == "ours":
         def progress(p, done, total, rows):      # the action plugin shows this line on the play's output
             sys.stderr.write("workload %s: %d of %d MiB read, %d rows\n" % (p, done >> 20, total >> 20, rows))
@@ -145,7 +146,8 @@ def child(kind, path):
         out = {"rows_kept": len(dataset)}
     else:
         out = {"rows_kept": len(workloads.BUILTIN_PROMPTS)}
-    out.update(kind=kind, wall_s=time.perf_counter() - t0, maxrss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    out.update(kind=kind, wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0, maxrss_mib=use.ru_maxrss / 1024.0)
     print(json.dumps(out))
 
 
@@ -184,10 +186,11 @@ def main():
         for _ in range(a.repeat):
             for kind in ("bench_serving", "ours"):
                 results[kind].append(measure(kind, a.path))
-        print("%-14s %-24s %10s  %s" % ("loader", "wall s (each run)", "peak MiB", "rows"))
+        print("%-14s %-24s %-24s %10s  %s" % ("loader", "wall s (each run)", "CPU s (each run)", "peak MiB", "rows"))
         for kind, rs in results.items():
-            print("%-14s %-24s %10.0f  %s" % (kind, " ".join("%.2f" % r["wall_s"] for r in rs), max(r["maxrss_mib"] for r in rs),
-                                              rs[0].get("counts") or rs[0].get("rows_kept", "-")))
+            print("%-14s %-24s %-24s %10.0f  %s" % (
+                kind, " ".join("%.2f" % r["wall_s"] for r in rs), " ".join("%.2f" % r["cpu_s"] for r in rs),
+                max(r["maxrss_mib"] for r in rs), rs[0].get("counts") or rs[0].get("rows_kept", "-")))
         for kind, rs in results.items():
             for r in rs:
                 print(json.dumps(r))
