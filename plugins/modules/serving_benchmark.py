@@ -612,10 +612,10 @@ duration_s:
   type: float
 workload_rows:
   description:
-    - The rows of a prompt-file workload, used and skipped - C(rows) (rows seen), C(used) (usable rows, before the
+    - "The rows of a prompt-file workload, used and skipped - C(rows) (rows seen), C(used) (usable rows, before the
       category filter and the O(workload_max_prompts) sample), C(skipped) (C({reason: count})), C(first_skipped)
       (the first skipped rows, C([{source, reason}]), C(source) as C(file:line)), C(files) (base names) and C(text), the
-      line shown in the play output, C(summary.json) and C(summary.md). Every record carries it too, as C(workload_rows).
+      line shown in the play output, C(summary.json) and C(summary.md). Every record carries it too, as C(workload_rows)."
     - Null for a workload that reads no file.
   returned: always (the action plugin)
   type: dict
