@@ -50,7 +50,7 @@ FOREIGN = ("数据 模型 请 解释 一下 这个 函数 为什么 错误", "П
 
 
 def _paragraph(rng, n_words):
-    words = [rng.choice(WORDS) for _ in range(n_words)]
+    words = [rng.choice(WORDS) for _w in range(n_words)]
     if rng.random() < 0.3:
         words.insert(rng.randrange(len(words) + 1), rng.choice(FOREIGN))
     return " ".join(words).capitalize() + "."
@@ -59,8 +59,8 @@ def _paragraph(rng, n_words):
 def _turns(rng, n, first="human", pool=()):
     out = []
     who = first
-    for _ in range(n):
-        out.append({"from": who, "value": " ".join(rng.choice(pool) for _ in range(rng.randint(1, 3)))})
+    for _t in range(n):
+        out.append({"from": who, "value": " ".join(rng.choice(pool) for _p in range(rng.randint(1, 3)))})
         who = "gpt" if who == "human" else "human"
     return out
 
@@ -82,7 +82,7 @@ def generate(path, conversations, target_mb, seed):
     # ~6.9 KB per row at 94k rows and 650 MB; the mean words per turn are set from the target. Turns are drawn from a
     # pool of paragraphs (generating every word would take minutes).
     mean_words = max(10, int(target_mb * 1e6 / conversations / 6 / 3.13))
-    pool = [_paragraph(rng, rng.randint(8, 2 * mean_words // 3)) for _ in range(4000)]
+    pool = [_paragraph(rng, rng.randint(8, 2 * mean_words // 3)) for _p in range(4000)]
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("[\n")
         for i in range(conversations):
@@ -158,7 +158,7 @@ def measure(kind, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--path", default="/tmp/sharegpt_v3_like.json")
     ap.add_argument("--conversations", type=int, default=94145)
     ap.add_argument("--target-mb", type=float, default=650)
@@ -183,7 +183,7 @@ def main():
     try:
         results = {"python": [], "ours": [], "bench_serving": []}
         results["python"].append(measure("python", a.path))
-        for _ in range(a.repeat):
+        for _r in range(a.repeat):
             for kind in ("bench_serving", "ours"):
                 results[kind].append(measure(kind, a.path))
         print("%-14s %-24s %-24s %10s  %s" % ("loader", "wall s (each run)", "CPU s (each run)", "peak MiB", "rows"))

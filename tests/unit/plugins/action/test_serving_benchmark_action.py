@@ -149,7 +149,7 @@ def test_loopback_is_fine_on_the_host_itself_and_a_real_address_from_elsewhere(m
 # A prompt file with unusable rows: the usable rows are sent, the skips are shown and counted on every record (so
 # summary.json/summary.md carry them), a mostly broken file is refused naming the role's variable.
 WORKLOAD_NAMES = {"workload_max_skipped_fraction": "sglang_benchmark_workload_max_skipped_fraction",
-         "workload": "sglang_benchmark_workload"}
+                  "workload": "sglang_benchmark_workload"}
 
 
 def _file(tmp_path, bad):
