@@ -13,9 +13,12 @@ value and the fix):
   loopback, not the host the task is for;
 * a replayed ``trace`` parses (``_bench/traces.py``), and its requests fix each level's;
 * a file ``workload`` (anything but ``random-ids``, ``builtin`` and ``auto``) is read here with ``_bench/workloads.py``
-  (every bad file or row fails the task), filtered by ``workload_categories``, sampled to at most
+  (unusable rows are skipped and counted by reason; a file with no usable row, or whose skipped share is above
+  ``workload_max_skipped_fraction``, fails the task), filtered by ``workload_categories``, sampled to at most
   ``workload_max_prompts`` rows and passed to the module as ``prompts``, so the load generator needs nothing but the
-  standard library and the prompt files need not exist there.
+  standard library and the prompt files need not exist there. The counts are shown (a line, and a progress line every
+  128 MiB of a large file), returned as ``workload_rows`` and added to every record (``workload_rows``), so the report's
+  ``summary.json`` and ``summary.md`` carry them.
 
 With ``raw_records`` (a controller path), that file is created before the first request and each level's records are
 appended to it as soon as the level ends, before any gate or report can refuse them (issue #23: a measurement that was
@@ -84,6 +87,7 @@ class ActionModule(ActionBase):
     """Plan the sweep and read the workload on the controller, then run the module once per level."""
 
     _VALID_ARGS = None  # the module validates its own arguments
+    _workload_rows = None  # the skip counts of a file workload (workloads.skip_counts), set by run()
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -97,14 +101,15 @@ class ActionModule(ActionBase):
             plan.check_lists(args, names)
             params = self._checked(args)
             levels = plan.plan_sweep(params, self._trace_requests(params, names), names)
-            self._load_workload(args)
+            counts = self._load_workload(args, names, host)
         except (plan.PlanError, Refused) as exc:
             msg = "serving_benchmark: %s (nothing was sent)" % to_native(exc)
-            result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[])
+            result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[], workload_rows=None)
             return result
         if self._task.check_mode:
             result.update(self._execute_module(module_name=MODULE, module_args=dict(args, levels=levels), task_vars=task_vars))
-            result.update(problems=[result.get("msg") or "failed"] if result.get("failed") else [], lines=[])
+            result.update(problems=[result.get("msg") or "failed"] if result.get("failed") else [], lines=[],
+                          workload_rows=counts)
             return result
         raw = params.get("raw_records")
         if raw:
@@ -113,9 +118,10 @@ class ActionModule(ActionBase):
             except (IOError, OSError) as exc:
                 msg = ("serving_benchmark: raw_records=%s: cannot write it on the controller (%s); give a writable path "
                        "(nothing was sent)" % (raw, to_native(exc)))
-                result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[])
+                result.update(failed=True, msg=msg, records=[], levels=[], problems=[msg], lines=[], workload_rows=counts)
                 return result
         result["raw_records"] = raw or ""
+        self._workload_rows = counts
         return self._sweep(result, args, task_vars, levels, params["level_offset"], plan.SweepProgress(
             levels, stop_on_failure=params["stop_on_failure"], stop_name=plan.option_name(names, "stop_on_failure")), host, raw)
 
@@ -139,6 +145,9 @@ class ActionModule(ActionBase):
             if answer.get("unreachable"):
                 result.update(answer)
                 return result
+            if self._workload_rows is not None:
+                for rec in answer.get("records") or []:
+                    rec["workload_rows"] = self._workload_rows
             failed_before = len(progress.problems)
             line = progress.add(index, answer)
             display.display("[%s] %s" % (host, line), color=C.COLOR_ERROR if len(progress.problems) > failed_before else C.COLOR_OK)
@@ -157,7 +166,7 @@ class ActionModule(ActionBase):
                       levels=levels, server_info=last.get("server_info") or {}, speculative=last.get("speculative") or {},
                       failed_requests=sum(rec.get("failed") or 0 for rec in records), first_errors=first_errors,
                       gate_failures=gate_failures, duration_s=round(sum(progress.seconds), 3), problems=progress.problems,
-                      stopped=progress.stopped, lines=lines)
+                      stopped=progress.stopped, lines=lines, workload_rows=self._workload_rows)
         if warnings:
             result["warnings"] = warnings
         if progress.problems:
@@ -203,24 +212,34 @@ class ActionModule(ActionBase):
         except (TypeError, ValueError) as exc:      # traces.TraceError is a ValueError
             raise Refused("%s: %s" % (plan.option_name(names, "trace"), to_native(exc)))
 
-    def _load_workload(self, args):
-        """Read a file workload into ``args["prompts"]`` (rows), on the controller."""
+    def _load_workload(self, args, names, host):
+        """Read a file workload into ``args["prompts"]`` (rows), on the controller; return its skip counts
+        (``workloads.skip_counts``), None when no file is read. Shows the counts, and a progress line on a large file."""
         spec = args.get("workload")
         if spec in (None, "") or spec in workloads.NAMED_WORKLOADS or args.get("prompts"):
-            return
+            return None
         cats = args.get("workload_categories") or []
         if isinstance(cats, str):
             cats = [c.strip() for c in cats.split(",") if c.strip()]
         try:
             limit = int(args.get("workload_max_prompts", 2000))
             seed = int(args.get("seed", 1))
+            max_skipped = float(args.get("workload_max_skipped_fraction", workloads.MAX_SKIPPED_FRACTION))
         except (TypeError, ValueError) as exc:
-            raise Refused("workload_max_prompts and seed must be integers: %s" % exc)
+            raise Refused("workload_max_prompts, workload_max_skipped_fraction and seed must be numbers: %s" % exc)
+
+        def progress(path, done, total, rows):
+            display.display("[%s] workload %s: %d of %d MiB read, %d rows" % (host, path, done >> 20, total >> 20, rows))
+
         # a relative path that does not exist from the current directory is taken relative to the playbook's directory
         path = workloads.locate(to_native(spec), self._loader.get_basedir() if self._loader is not None else None)
         try:
-            _name, rows = workloads.load_workload(path, cats, limit, seed)
+            _name, rows, counts = workloads.load_workload_counted(
+                path, cats, limit, seed, max_skipped, progress, plan.option_name(names, "workload_max_skipped_fraction"))
         except workloads.WorkloadError as exc:
             raise Refused(to_native(exc))
+        display.display("[%s] workload %s: %s" % (host, to_native(spec), counts["text"]),
+                        color=C.COLOR_WARN if counts["skipped"] else C.COLOR_OK)
         args["prompts"] = rows
         args["workload"] = to_native(spec)
+        return counts

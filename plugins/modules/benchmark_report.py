@@ -15,10 +15,12 @@ description:
     C(results.jsonl) (bench_serving-compatible, one line per level, appended like bench_serving's C(--output-file);
     a line already present is not written twice), C(summary.json) (with C(categories) rows, C(warnings),
     C(input_length_buckets) rows (accept length per input-length bucket C(<2k), C(2k-8k), C(8k-16k), C(>16k) of the
-    requests' prompt tokens) and C(input_length_warnings)), C(summary.md) (with the per-category and per-input-length
-    tables and warnings; a warning when a long bucket's accept length is below 1.3 while the short bucket's is not, and
-    in an A/B when the candidate wins overall but decodes slower or accepts below 1.3 on long prompts) and, with
-    O(plots), C(accept_length_by_input_length.png) when a level has per-bucket accept lengths, and PNG plots made
+    requests' prompt tokens), C(input_length_warnings) and C(workload_rows), the prompt file's rows used and skipped by
+    reason, when the records carry it), C(summary.md) (with the workload rows line, the per-category and
+    per-input-length tables and warnings; a warning when a long bucket's accept length is below 1.3 while the short
+    bucket's is not, and in an A/B when the candidate wins overall but decodes slower or accepts below 1.3 on long
+    prompts) and, with O(plots), C(accept_length_by_input_length.png) when a level has per-bucket accept lengths, and PNG
+    plots made
     with matplotlib - C(output_throughput.png) (output tok/s vs concurrency), C(decode_speed.png) (per-request decode
     tok/s = 1000 / median TPOT vs concurrency), C(ttft.png) and C(tpot.png) (median/p90/p99 vs concurrency), and for a
     prompt workload C(accept_length_by_category.png) (accept length per category and level, p10-p90 whiskers).
@@ -169,7 +171,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._report.files import
 from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
     ReportError, ab_markdown, category_markdown, category_rows, compare, input_bucket_markdown, input_bucket_rows,
     input_bucket_warnings, jsonl_line, level_key, markdown_table, plot_series,
-    run_warnings, summary_rows,
+    run_warnings, summary_rows, workload_rows,
 )
 
 MPL_IMP_ERR = None
@@ -369,6 +371,9 @@ def summary_md(title, host, run_id, records, ab_md=None):
                  % (first.get("backend"), first.get("dataset_name"), first.get("temperature", 0.0), first.get("top_p", 1.0), lengths,
                     ("%s steps=%s topk=%s draft_tokens=%s" % (spec.get("algorithm"), spec.get("num_steps"), spec.get("eagle_topk"),
                                                               spec.get("num_draft_tokens"))) if spec.get("algorithm") else "off"))
+    counts = workload_rows(records)
+    if counts:
+        lines += ["", "Workload rows (%s): %s" % (", ".join(counts.get("files") or []), counts.get("text"))]
     lines += ["", markdown_table(records), ""]
     for w in run_warnings(records):
         lines += ["**Warning:** %s" % w, ""]
@@ -473,6 +478,7 @@ def main():
                                      "categories": category_rows(records), "warnings": run_warnings(records),
                                      "input_length_buckets": input_bucket_rows(records),
                                      "input_length_warnings": input_bucket_warnings(records),
+                                     "workload_rows": workload_rows(records),
                                      "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
         "summary.md": md.encode("utf-8"),
     }

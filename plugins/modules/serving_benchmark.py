@@ -68,11 +68,21 @@ options:
         (C(conversations) with C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question
         files with C(category) and C(turns) (MT-Bench, SPEED-Bench JSONL exports), and NVIDIA SPEED-Bench's own Parquet
         split files (C(qualitative/test-*.parquet), C(throughput_16k/test-*.parquet), ...; reading Parquet needs the
-        Python package pyarrow on the controller); rows may carry C(category) and C(output_len). SPEED-Bench rows still
-        holding its placeholder text (not resolved with NVIDIA's C(prepare_data.py)) are left out; a file that is mostly
-        placeholders fails.
-      - A bad file (unreadable, empty, malformed, unknown format, a row without a prompt) or a category filter that matches
-        nothing fails the task before any request is sent, naming the file, the line and the fix.
+        Python package pyarrow on the controller); rows may carry C(category) and C(output_len).
+      - "Rows that cannot be used are skipped and counted by reason, as C(bench_serving) drops them - C(not UTF-8) and
+        C(not JSON) (a JSON Lines line), C(not an object), C(no prompt key), C(too few turns) (a ShareGPT conversation of
+        fewer than 2 turns, C(bench_serving)'s own filter), C(no human turn), C(empty value), C(bad field) (a C(category),
+        C(output_len), C(system) or message of the wrong type), C(too long) and C(SPEED-Bench placeholder) (a SPEED-Bench
+        row still holding the data set's placeholder text, not resolved with NVIDIA's C(prepare_data.py); a file that is
+        mostly placeholders fails). The counts are in RV(workload_rows) and every record's C(workload_rows), and the play
+        shows them, for example C(9 of 12 rows used; skipped: 2 no human turn, 1 not JSON (lines 4, 7, 11)). A system turn
+        is never sent as the user turn, and a leading assistant turn is skipped."
+      - A file is refused before any request is sent when none of its rows is usable, when the skipped share of its rows
+        is above O(workload_max_skipped_fraction), or when it cannot be read at all (unreadable, empty, unknown format, a
+        JSON array that is not valid JSON). The refusal names the file, its first skipped lines with their reasons and the
+        fix. A category filter that matches nothing fails the task too.
+      - Files are read in chunks and parsed row by row; a file of 128 MiB or more shows a progress line every 128 MiB and
+        at its end.
       - Text prompts reach the server as production traffic does. C(sglang) sends C(text) to C(/generate), C(openai)
         sends the text as C(prompt), and C(openai-chat) sends the row's C(messages) (the server applies the chat
         template). Input and output token counts come from the server's C(meta_info)/C(usage).
@@ -88,6 +98,11 @@ options:
       each category's share; 0 = all). Each level takes its requests from them in a seeded round-robin over the categories.
     type: int
     default: 2000
+  workload_max_skipped_fraction:
+    description: A prompt file whose share of unusable (skipped) rows is above this fraction (0..1) is refused as the
+      wrong file. 0 refuses any skipped row, 1 takes a file as long as one row is usable.
+    type: float
+    default: 0.5
   prompts:
     description:
       - The workload's rows as data, C([{prompt | messages, category, output_len, source}]). The action plugin fills it
@@ -616,6 +631,18 @@ duration_s:
   description: Wall time of the whole call, warm-ups included, in seconds.
   returned: always
   type: float
+workload_rows:
+  description:
+    - "The rows of a prompt-file workload, used and skipped - C(rows) (rows seen), C(used) (usable rows, before the
+      category filter and the O(workload_max_prompts) sample), C(skipped) (C({reason: count})), C(first_skipped)
+      (the first skipped rows, C([{source, reason}]), C(source) as C(file:line)), C(files) (base names) and C(text), the
+      line shown in the play output, C(summary.json) and C(summary.md). Every record carries it too, as C(workload_rows)."
+    - Null for a workload that reads no file.
+  returned: always (the action plugin)
+  type: dict
+  sample: {"rows": 12, "used": 9, "skipped": {"no human turn": 2, "not JSON": 1},
+           "first_skipped": [{"source": "p.jsonl:4", "reason": "no human turn"}], "files": ["p.jsonl"],
+           "text": "9 of 12 rows used; skipped: 2 no human turn, 1 not JSON (lines 4, 7, 11)"}
 """
 
 import os

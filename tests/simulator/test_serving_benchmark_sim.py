@@ -331,10 +331,12 @@ def test_prompt_file_workload_is_read_on_the_controller(sglang_sim, tmp_path):
     every draft (2.00 with one draft token), roleplay at 0.38 about 1.38 (acceptance.py)."""
     srv = sglang_sim(ON_ARGS, instant=True)
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("\n".join(json.dumps(r) for r in [
-        {"prompt": "What is 15*23? Answer briefly.", "category": "arith"},
-        {"messages": [{"role": "user", "content": "You are a pirate captain. Stay in character and greet the crew."}],
-         "category": "play", "output_len": 400}]) + "\n")
+    # line 2 is broken: skipped and counted (1 of 3 rows, below the 0.5 limit), the other two are sent
+    prompts.write_text("\n".join([json.dumps({"prompt": "What is 15*23? Answer briefly.", "category": "arith"}),
+                                  '{"prompt": "cut off',
+                                  json.dumps({"messages": [{"role": "user", "content": "You are a pirate captain. Stay in "
+                                                            "character and greet the crew."}],
+                                              "category": "play", "output_len": 400})]) + "\n")
     reports = tmp_path / "reports"
     proc = _playbook(tmp_path, "benchmark.yml", {
         "sglang_benchmark_url": srv.url, "sglang_benchmark_workload": str(prompts), "sglang_benchmark_concurrency": [2],
@@ -349,10 +351,17 @@ def test_prompt_file_workload_is_read_on_the_controller(sglang_sim, tmp_path):
     # token counts from the server: "What is 15*23? Answer briefly." is 10 tokens to the simulator's word counter
     assert rec["total_input_tokens"] > 0 and rec["total_output_tokens"] == 4 * 400
     assert "## Per category (workload" in (reports / "simhost" / "file" / "summary.md").read_text()
+    counts = "2 of 3 rows used; skipped: 1 not JSON (line 2)"
+    assert "workload %s: %s" % (prompts, counts) in proc.stdout
+    assert rec["workload_rows"]["skipped"] == {"not JSON": 1}
+    assert json.loads((reports / "simhost" / "file" / "summary.json").read_text())["workload_rows"]["text"] == counts
+    assert "Workload rows (prompts.jsonl): " + counts in (reports / "simhost" / "file" / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("content, expect", [
-    ('{"prompt": "fine"}\n{"text": "no prompt"}\n', "prompts.jsonl line 2: row without a prompt (keys: text)"),
+    # 2 of 3 rows unusable: 67 % > 50 %, the wrong file
+    ('{"prompt": "fine"}\n{"text": "no prompt"}\n{"conversations": []}\n',
+     "prompts.jsonl: 2 of its 3 rows are unusable (67 %, above sglang_benchmark_workload_max_skipped_fraction=0.5"),
     ("", "the file is empty"),
 ])
 def test_bad_prompt_file_fails_before_any_request(sglang_sim, tmp_path, content, expect):

@@ -34,6 +34,7 @@ def argument_spec():
         workload=dict(type="str", default="random-ids"),
         workload_categories=dict(type="list", elements="str", default=[]),
         workload_max_prompts=dict(type="int", default=2000),
+        workload_max_skipped_fraction=dict(type="float", default=workloads.MAX_SKIPPED_FRACTION),
         prompts=dict(type="list", elements="dict"),
         temperature=dict(type="float", default=0.0),
         top_p=dict(type="float", default=1.0),
@@ -96,6 +97,10 @@ def validate(params):
     for name in ("warmup_requests", "abort_after_failures", "level_offset", "workload_max_prompts"):
         if params[name] < 0:
             errs.append("%s=%r: must be >= 0; use 0 to turn it off" % (n(name), params[name]))
+    msf = params.get("workload_max_skipped_fraction")
+    if msf is None or math.isnan(msf) or not 0.0 <= msf <= 1.0:
+        errs.append("%s=%r: must be within [0, 1] (the share of a file's rows that may be skipped as unusable before the "
+                    "file is refused); e.g. 0.5" % (n("workload_max_skipped_fraction"), msf))
     if params["seed"] < 0:
         errs.append("%s=%r: must be >= 0; Python seeds -N and N alike, so a negative seed repeats the prompts of "
                     "another level (radix-cache hits); use e.g. %d" % (n("seed"), params["seed"], abs(params["seed"])))

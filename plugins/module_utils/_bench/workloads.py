@@ -36,12 +36,28 @@ File formats (one file may mix row shapes; the shape is decided per row):
   format; a file that is mostly placeholders is refused.
 
 Every row may carry ``category`` (str) and ``output_len`` (int >= 1). A workload spec is a file, a directory (its
-``*.json``/``*.jsonl`` files, sorted, not recursive) or a glob. Every problem raises :class:`WorkloadError` naming the
-file, the line and the fix, before any request is sent.
+``*.json``/``*.jsonl`` files, sorted, not recursive) or a glob.
+
+Unusable rows are skipped and counted by reason, as ``bench_serving`` drops the ShareGPT conversations it cannot use
+(:data:`SKIP_REASONS`): ``not UTF-8`` and ``not JSON`` (a JSON Lines line), ``not an object``, ``no prompt key``, ``too
+few turns`` (a ShareGPT ``conversations`` list of fewer than 2 turns: bench_serving's own filter), ``no human turn``,
+``empty value``, ``bad field`` (a ``category``, ``output_len``, ``system`` or message of the wrong type) and ``too
+long``. A file is refused whole (:class:`WorkloadError` naming the file, its first skipped lines with their reasons and
+the fix, before any request is sent) only when no row is usable, or when the skipped share of its rows is above
+``max_skipped_fraction`` (:data:`MAX_SKIPPED_FRACTION`, 0.5: a file that is mostly broken is the wrong file), or when it
+cannot be read at all (unreadable, empty, unknown format, a JSON array that is not valid JSON: bench_serving's
+``json.load`` refuses those too). :func:`load_workload_counted` returns the counts (:func:`skip_counts`).
+
+Large files (the real ``ShareGPT_V3_unfiltered_cleaned_split.json`` has ~94k conversations, ~650 MB) are read in
+:data:`READ_CHUNK` pieces and parsed row by row: the file's text is never held whole, only the usable rows' user turns
+(``benchmarks/dataset_load.py`` measures it against bench_serving's ``json.load``). An optional ``progress`` callback
+is called every :data:`PROGRESS_BYTES` bytes of a file at least that large, and once at its end.
 """
 
 from __future__ import annotations
 
+import codecs
+import gc
 import glob
 import hashlib
 import json
@@ -59,18 +75,48 @@ FILE_EXTENSIONS = (".json", ".jsonl", ".parquet")
 UNCATEGORIZED = "uncategorized"
 # A row's prompt text is capped so that a corrupt file cannot ship gigabytes as module arguments.
 MAX_PROMPT_CHARS = 400000
+# Why a row is skipped: the reason names of the counts (summary.json, summary.md, the play's output).
+NOT_UTF8 = "not UTF-8"
+NOT_JSON = "not JSON"
+NOT_OBJECT = "not an object"
+NO_PROMPT = "no prompt key"
+TOO_FEW_TURNS = "too few turns"
+NO_HUMAN_TURN = "no human turn"
+EMPTY_VALUE = "empty value"
+BAD_FIELD = "bad field"
+TOO_LONG = "too long"
+# a SPEED-Bench row whose turns still hold the data set's placeholder (speed_bench.py; resolved by NVIDIA's prepare_data.py)
+PLACEHOLDER = "SPEED-Bench placeholder"
+SKIP_REASONS = (NOT_UTF8, NOT_JSON, NOT_OBJECT, NO_PROMPT, TOO_FEW_TURNS, NO_HUMAN_TURN, EMPTY_VALUE, BAD_FIELD, TOO_LONG,
+                PLACEHOLDER)
+# Default of ``max_skipped_fraction``: a file whose skipped share of rows is above it is refused (the wrong file).
+MAX_SKIPPED_FRACTION = 0.5
+# Skipped rows a refusal or the counts name (file and line), the first ones of the file.
+FIRST_SKIPPED = 5
+# Bytes read at a time from a workload file, and the progress interval of a long load.
+READ_CHUNK = 4 * 1024 * 1024
+PROGRESS_BYTES = 128 * 1024 * 1024
 
 
 class WorkloadError(Exception):
     """A workload that cannot be used. The message names the file, the line (when there is one) and the fix."""
 
 
+class RowError(WorkloadError):
+    """One unusable row: ``reason`` is one of :data:`SKIP_REASONS` (the loaders skip the row and count it)."""
+
+    def __init__(self, msg, reason, why=""):
+        super(RowError, self).__init__(msg)
+        self.reason = reason
+        self.why = why
+
+
 def _where(path, line):
     return "%s line %d" % (path, line) if line else path
 
 
-def _row_error(path, line, why, fix):
-    return WorkloadError("workload %s: %s; %s" % (_where(path, line), why, fix))
+def _row_error(path, line, why, fix, reason=BAD_FIELD):
+    return RowError("workload %s: %s; %s" % (_where(path, line), why, fix), reason, why)
 
 
 _ROW_SHAPES = ("'prompt' (text), 'messages' (OpenAI chat messages), 'conversations' (ShareGPT) or 'turns' "
@@ -80,12 +126,16 @@ _ROW_SHAPES = ("'prompt' (text), 'messages' (OpenAI chat messages), 'conversatio
 def parse_row(obj, path, line):
     """One workload row (dict, see the module docstring) from a decoded JSON object.
 
-    ``path``/``line`` (1-based; 0 = unknown) only name the place in errors. Raises WorkloadError for an object that
-    is not a dict, has no prompt of a known shape, an empty prompt, a bad ``category`` or ``output_len``.
+    ``path``/``line`` (1-based; 0 = unknown) only name the place in errors. Raises :class:`RowError` (a WorkloadError)
+    whose ``reason`` is one of :data:`SKIP_REASONS` for an object that is not a dict (``not an object``), has no prompt
+    key of a known shape (``no prompt key``), a ShareGPT conversation of fewer than 2 turns (``too few turns``, as
+    bench_serving filters), no user turn (``no human turn``; a system turn is never taken for it, a leading assistant
+    turn is skipped), an empty prompt or first user turn (``empty value``), a prompt above :data:`MAX_PROMPT_CHARS`
+    (``too long``) or a bad ``category``, ``output_len``, ``system`` or message (``bad field``).
     """
     if not isinstance(obj, dict):
         raise _row_error(path, line, "a row must be a JSON object, got %s" % type(obj).__name__,
-                         "write one object per row with %s" % _ROW_SHAPES)
+                         "write one object per row with %s" % _ROW_SHAPES, NOT_OBJECT)
     prompt = None
     messages = None
     turns = None
@@ -94,26 +144,34 @@ def parse_row(obj, path, line):
         prompt = obj["prompt"]
         if not isinstance(prompt, str) or not prompt.strip():
             raise _row_error(path, line, "'prompt' must be a non-empty string, got %r" % (str(prompt)[:60] if prompt is not None else None,),
-                             "give the prompt text, or drop the row")
+                             "give the prompt text, or drop the row",
+                             EMPTY_VALUE if prompt is None or isinstance(prompt, str) else BAD_FIELD)
     elif "messages" in obj:
         messages = obj["messages"]
-        if not isinstance(messages, list) or not messages:
+        if not isinstance(messages, list):
             raise _row_error(path, line, "'messages' must be a non-empty list of {role, content}", "use the OpenAI chat format")
         for i, msg in enumerate(messages):
             if (not isinstance(msg, dict) or msg.get("role") not in ("system", "user", "assistant", "tool", "developer")
                     or not isinstance(msg.get("content"), str)):
                 raise _row_error(path, line, "messages[%d] is %r: each message needs a role (system/user/assistant) and a "
                                  "string content" % (i, str(msg)[:80]), "use the OpenAI chat format")
-        if messages[-1]["role"] == "assistant":
+        if messages and messages[-1]["role"] == "assistant":
             messages = messages[:-1]
+        if not any(m["role"] == "user" for m in messages):
+            raise _row_error(path, line, "'messages' has no user message", "add the user turn the model should answer",
+                             NO_HUMAN_TURN)
         if not any(m["role"] == "user" and m["content"].strip() for m in messages):
-            raise _row_error(path, line, "'messages' has no non-empty user message", "add the user turn the model should answer")
+            raise _row_error(path, line, "'messages' has no non-empty user message", "add the user turn the model should answer",
+                             EMPTY_VALUE)
         turns = [m["content"] for m in messages if m["role"] == "user" and m["content"].strip()]
         system = [m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip()]
     elif "conversations" in obj:
         conv = obj["conversations"]
         if not isinstance(conv, list):
             raise _row_error(path, line, "'conversations' must be a list of {from, value}", "use the ShareGPT format")
+        if len(conv) < 2:
+            raise _row_error(path, line, "the conversation has %d turn(s); bench_serving keeps conversations of at least 2"
+                             % len(conv), "drop the row or add the turns", TOO_FEW_TURNS)
         turns = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") in ("human", "user")
                  and isinstance(t.get("value"), str) and t["value"].strip()]
         system = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") == "system"
@@ -122,25 +180,31 @@ def parse_row(obj, path, line):
             if isinstance(turn, dict) and turn.get("from") in ("human", "user") and isinstance(turn.get("value"), str):
                 prompt = turn["value"]
                 break
-        if prompt is None or not prompt.strip():
-            raise _row_error(path, line, "the conversation has no non-empty human turn ({\"from\": \"human\", \"value\": ...})",
-                             "drop the row or add the human turn")
+        if prompt is None:
+            raise _row_error(path, line, "the conversation has no human turn ({\"from\": \"human\", \"value\": ...})",
+                             "drop the row or add the human turn", NO_HUMAN_TURN)
+        if not prompt.strip():
+            raise _row_error(path, line, "the conversation's first human turn has an empty value",
+                             "drop the row or write the human turn", EMPTY_VALUE)
     elif "turns" in obj:
         turns = obj["turns"]
-        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
-            raise _row_error(path, line, "'turns' must be a non-empty list whose first item is the question text",
-                             "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\"]}")
-        if not all(isinstance(t, str) for t in turns):
+        if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
             raise _row_error(path, line, "'turns' must be a list of strings (one per user turn)",
                              "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\", \"...\"]}")
+        if not turns:
+            raise _row_error(path, line, "'turns' must be a non-empty list whose first item is the question text",
+                             "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\"]}", NO_HUMAN_TURN)
+        if not turns[0].strip():
+            raise _row_error(path, line, "'turns' must be a non-empty list whose first item is the question text (it is empty)",
+                             "use the MT-Bench question format {\"category\": ..., \"turns\": [\"...\"]}", EMPTY_VALUE)
         prompt = turns[0]
         turns = [t for t in turns if t.strip()]
     else:
         raise _row_error(path, line, "row without a prompt (keys: %s)" % (", ".join(sorted(obj)) or "none"),
-                         "give each row one of %s" % _ROW_SHAPES)
+                         "give each row one of %s" % _ROW_SHAPES, NO_PROMPT)
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise _row_error(path, line, "the prompt has %d characters, more than %d" % (len(prompt), MAX_PROMPT_CHARS),
-                         "shorten it (the load generator receives every prompt as module data)")
+                         "shorten it (the load generator receives every prompt as module data)", TOO_LONG)
     category = obj.get("category", UNCATEGORIZED)
     if category is None:
         category = UNCATEGORIZED
@@ -161,52 +225,196 @@ def parse_row(obj, path, line):
         turns = [prompt]
     if sum(len(t) for t in turns) + sum(len(t) for t in system) > MAX_PROMPT_CHARS:
         raise _row_error(path, line, "the conversation's turns have more than %d characters" % MAX_PROMPT_CHARS,
-                         "shorten it (the load generator receives every prompt as module data)")
+                         "shorten it (the load generator receives every prompt as module data)", TOO_LONG)
     return {"prompt": prompt, "messages": messages, "category": category.strip(), "output_len": out_len,
             "source": "%s:%d" % (os.path.basename(path), line) if line else os.path.basename(path),
             "turns": turns, "system": "\n\n".join(system) if system else None}
 
 
-def _line_of(text, pos):
-    return text.count("\n", 0, pos) + 1
+class _Skips(object):
+    """The rows of one file, used and skipped: ``rows`` (every row seen), ``skipped`` ({reason: count}) and ``first``
+    (the first :data:`FIRST_SKIPPED` skipped rows as ``(line, reason, why)``)."""
+
+    def __init__(self):
+        self.rows = 0
+        self.skipped = {}
+        self.first = []
+
+    def count(self, reason, n):
+        """``n`` of the rows already seen skipped for ``reason``, without a line (rows left out after parsing)."""
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def skip(self, line, reason, why):
+        self.rows += 1
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        if len(self.first) < FIRST_SKIPPED:
+            self.first.append((line, reason, why))
 
 
-def _json_array_items(text, path):
-    """Yield ``(line, obj)`` for each element of the JSON array ``text`` (top-level ``[...]``)."""
+class _Reader(object):
+    """Text of a workload file read :data:`READ_CHUNK` bytes at a time (UTF-8, a BOM dropped), with the line number of
+    any position of the text still held, and the progress callback. Only the unparsed rest is kept (``text[pos:]``)."""
+
+    def __init__(self, fh, path, size, progress):
+        self.fh, self.path, self.size, self.progress = fh, path, size, progress
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.text = ""
+        self.pos = 0
+        self.line = 1            # the line of text[self.line_pos]
+        self.line_pos = 0
+        self.read_bytes = 0
+        self.next_report = PROGRESS_BYTES
+        self.eof = False
+        self.rows = 0
+
+    def more(self):
+        """Append the next chunk to the text (dropping what was parsed); False at the end of the file."""
+        if self.eof:
+            return False
+        chunk = self.fh.read(READ_CHUNK)
+        self.read_bytes += len(chunk)
+        try:
+            new = self.decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as exc:
+            line = self.line_of(len(self.text)) + chunk.count(b"\n", 0, exc.start)
+            raise WorkloadError("workload %s line %d: not UTF-8 (%s); convert the file to UTF-8" % (self.path, line, exc.reason))
+        self.line = self.line_of(self.pos)
+        self.text = self.text[self.pos:] + new
+        self.pos = self.line_pos = 0
+        if not chunk:
+            self.eof = True
+        self.report()
+        return bool(chunk) or bool(new)
+
+    def line_of(self, pos):
+        """Line (1-based) of ``text[pos]``; positions only move forward (the newlines are counted once)."""
+        self.line += self.text.count("\n", self.line_pos, pos)
+        self.line_pos = pos
+        return self.line
+
+    def report(self, done=False):
+        if self.progress is None or self.size < PROGRESS_BYTES:
+            return
+        if done or self.read_bytes >= self.next_report:
+            self.progress(self.path, self.read_bytes, self.size, self.rows)
+            while self.next_report <= self.read_bytes:
+                self.next_report += PROGRESS_BYTES
+
+    def skip_ws(self):
+        """Move past whitespace; the next character, or "" at the end of the file."""
+        while True:
+            n = len(self.text)
+            while self.pos < n and self.text[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < n:
+                return self.text[self.pos]
+            if not self.more():
+                return ""
+
+
+def _array_rows(reader, add):
+    """Each element of a top-level JSON array (``text[pos] == "["``) to ``add(line, obj)``. A JSON array that is not valid
+    JSON is refused whole (bench_serving's ``json.load`` refuses it too); an element may span chunks."""
     dec = json.JSONDecoder()
-    n = len(text)
-    pos = text.index("[") + 1
-    ws = " \t\r\n"
+    path = reader.path
+    reader.pos += 1
     expect_item = True
     while True:
-        while pos < n and text[pos] in ws:
-            pos += 1
-        if pos >= n:
-            raise WorkloadError("workload %s: the JSON array is not closed (missing ']'); fix the file" % _where(path, _line_of(text, n)))
-        if text[pos] == "]":
+        c = reader.skip_ws()
+        if c == "":
+            raise WorkloadError("workload %s: the JSON array is not closed (missing ']'); fix the file"
+                                % _where(path, reader.line_of(len(reader.text))))
+        if c == "]":
+            reader.pos += 1
+            if reader.skip_ws() != "":
+                raise WorkloadError("workload %s: malformed JSON: text after the closing ']'; fix the file"
+                                    % _where(path, reader.line_of(reader.pos)))
             return
         if not expect_item:
-            if text[pos] != ",":
+            if c != ",":
                 raise WorkloadError("workload %s: malformed JSON: expected ',' or ']' between rows; fix the file"
-                                    % _where(path, _line_of(text, pos)))
-            pos += 1
+                                    % _where(path, reader.line_of(reader.pos)))
+            reader.pos += 1
             expect_item = True
             continue
-        try:
-            obj, end = dec.raw_decode(text, pos)
-        except ValueError as exc:
-            raise WorkloadError("workload %s: malformed JSON: %s; fix the row (validate with python -m json.tool)"
-                                % (_where(path, _line_of(text, getattr(exc, "pos", pos) or pos)), getattr(exc, "msg", exc)))
-        yield _line_of(text, pos), obj
-        pos = end
+        while True:
+            try:
+                obj, end = dec.raw_decode(reader.text, reader.pos)
+            except ValueError as exc:
+                if not reader.eof:    # the element may go on in the next chunk: read it, parse again
+                    reader.more()
+                    continue
+                raise WorkloadError("workload %s: malformed JSON: %s; fix the row (validate with python -m json.tool)"
+                                    % (_where(path, reader.line_of(max(getattr(exc, "pos", reader.pos) or reader.pos, reader.pos))),
+                                       getattr(exc, "msg", exc)))
+            if end < len(reader.text) or reader.eof:
+                break
+            reader.more()             # a number at the chunk's end may go on in the next one
+        add(reader.line_of(reader.pos), obj)
+        reader.rows += 1
+        reader.pos = end
         expect_item = False
 
 
-def load_file(path):
-    """All rows of one workload file (``.json`` or ``.jsonl``), as dicts (see :func:`parse_row`).
+def _line_rows(fh, path, size, progress, skips, add):
+    """Each non-blank line of a JSON Lines file to ``add(line, obj)``; a line that is not UTF-8 or not JSON is skipped
+    into ``skips``."""
+    read = 0
+    next_report = PROGRESS_BYTES
+    for i, raw in enumerate(fh, 1):
+        read += len(raw)
+        if progress is not None and size >= PROGRESS_BYTES and read >= next_report:
+            progress(path, read, size, skips.rows)
+            next_report += PROGRESS_BYTES
+        if i == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            skips.skip(i, NOT_UTF8, "not UTF-8 (%s)" % exc.reason)
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            skips.skip(i, NOT_JSON, "malformed JSON (%s)" % getattr(exc, "msg", exc))
+            continue
+        add(i, obj)
+    if progress is not None and size >= PROGRESS_BYTES:
+        progress(path, read, size, skips.rows)
 
-    ``.jsonl``: one JSON object per non-blank line. ``.json``: a JSON array of rows (ShareGPT), or JSON Lines in a
-    ``.json`` file. Raises WorkloadError for an unreadable, empty or malformed file, an unknown extension, or a bad row.
+
+def _first_byte(fh):
+    """The first byte of the file that is not a BOM or whitespace (b"" for none) and its line; the file is rewound."""
+    line = 1
+    start = True
+    try:
+        while True:
+            chunk = fh.read(65536)
+            if not chunk:
+                return b"", line
+            if start and chunk.startswith(codecs.BOM_UTF8):
+                chunk = chunk[len(codecs.BOM_UTF8):]
+            start = False
+            stripped = chunk.lstrip(b" \t\r\n")
+            if stripped:
+                return stripped[:1], line + chunk.count(b"\n", 0, len(chunk) - len(stripped))
+            line += chunk.count(b"\n")
+    finally:
+        fh.seek(0)
+
+
+def read_file(path, progress=None):
+    """The usable rows of one workload file and its skips: ``(rows, skips)``.
+
+    ``rows``: dicts (see :func:`parse_row`); ``skips``: ``rows`` (every row seen, int), ``skipped`` ({reason: count},
+    reasons of :data:`SKIP_REASONS`) and ``first`` (the first skipped rows, ``[(line, reason, why)]``). ``.jsonl``: one
+    JSON object per non-blank line; ``.json``: a JSON array of rows (ShareGPT), or JSON Lines in a ``.json`` file.
+    ``progress(path, bytes_read, file_bytes, rows)`` is called every :data:`PROGRESS_BYTES` of a file at least that
+    large, and at its end. Raises WorkloadError for an unreadable or empty file, an unknown extension, a JSON array
+    that is not valid JSON, or text that is not UTF-8 in it (a JSON Lines line that is not UTF-8 is skipped).
     """
     ext = os.path.splitext(path)[1].lower()
     if ext not in FILE_EXTENSIONS:
@@ -214,41 +422,111 @@ def load_file(path):
                             ".jsonl file (one row per line) or a SPEED-Bench .parquet file" % (path, ext or "(no extension)"))
     # SPEED-Bench's Parquet splits, and its unresolved placeholder rows in any format: speed_bench.py
     from ansible_collections.llmops.sglang.plugins.module_utils._bench import speed_bench  # pylint: disable=import-outside-toplevel
+    skips = _Skips()
     if ext == ".parquet":
-        return speed_bench.load_parquet(path)[0]
+        rows, unresolved = speed_bench.load_parquet(path)
+        skips.rows = len(rows) + unresolved
+        skips.count(PLACEHOLDER, unresolved)
+        return rows, skips
+    rows = []
+
+    def add(line, obj):
+        skips.rows += 1
+        try:
+            rows.append(parse_row(obj, path, line))
+        except RowError as exc:
+            skips.rows -= 1
+            skips.skip(line, exc.reason, exc.why)
+
+    # The loader makes no reference cycles; the cyclic GC would only rescan the growing list of rows again and again
+    # (about 7 % of the load time of a 58 MB file). It is switched back on when the file is read.
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
+            size = os.fstat(fh.fileno()).st_size
+            first, line = _first_byte(fh)
+            if not first:
+                raise WorkloadError("workload %s: the file is empty; give a file with at least one prompt row" % path)
+            if ext == ".json" and first == b"[":
+                reader = _Reader(fh, path, size, progress)
+                reader.skip_ws()
+                _array_rows(reader, add)
+                reader.report(done=True)
+            elif ext == ".json" and first != b"{":
+                raise WorkloadError("workload %s line %d: unknown format: a .json workload is a JSON array of rows (ShareGPT) "
+                                    "or JSON Lines; fix the file" % (path, line))
+            else:
+                _line_rows(fh, path, size, progress, skips, add)
     except (IOError, OSError) as exc:
         raise WorkloadError("workload %s: cannot read it: %s; check the path and its permissions on the controller" % (path, exc))
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise WorkloadError("workload %s line %d: not UTF-8 (%s); convert the file to UTF-8"
-                            % (path, raw.count(b"\n", 0, exc.start) + 1, exc.reason))
-    if not text.strip():
-        raise WorkloadError("workload %s: the file is empty; give a file with at least one prompt row" % path)
-    rows = []
-    stripped = text.lstrip()
-    if ext == ".json" and stripped.startswith("["):
-        for line, obj in _json_array_items(text, path):
-            rows.append(parse_row(obj, path, line))
-    elif ext == ".json" and not stripped.startswith("{"):
-        raise WorkloadError("workload %s line %d: unknown format: a .json workload is a JSON array of rows (ShareGPT) "
-                            "or JSON Lines; fix the file" % (path, _line_of(text, len(text) - len(stripped))))
-    else:
-        for i, line_text in enumerate(text.splitlines(), 1):
-            if not line_text.strip():
-                continue
-            try:
-                obj = json.loads(line_text)
-            except ValueError as exc:
-                raise WorkloadError("workload %s line %d: malformed JSON (%s); each line must be one JSON object"
-                                    % (path, i, getattr(exc, "msg", exc)))
-            rows.append(parse_row(obj, path, i))
-    if not rows:
+    finally:
+        if gc_was_on:
+            gc.enable()
+    rows, unresolved = speed_bench.drop_placeholders(rows, path)
+    skips.count(PLACEHOLDER, unresolved)
+    return rows, skips
+
+
+def check_skips(path, rows, skips, max_skipped_fraction=MAX_SKIPPED_FRACTION, limit_name="workload_max_skipped_fraction"):
+    """Refuse a file (WorkloadError) when no row of it is usable, or when its skipped share of rows is above
+    ``max_skipped_fraction`` (0..1; ``limit_name`` names that setting in the message). The message names the file, its
+    first skipped lines with their reasons, and the fix."""
+    skipped = sum(skips.skipped.values())
+    if not skips.rows:
         raise WorkloadError("workload %s: the file holds no rows; give at least one prompt row" % path)
-    return speed_bench.drop_placeholders(rows, path)[0]
+    first = "; ".join("line %d: %s (%s)" % (line, reason, why) for line, reason, why in skips.first)
+    more = ", ..." if skipped > len(skips.first) else ""
+    if not rows:
+        raise WorkloadError("workload %s: none of its %d row(s) is usable (%s); first: %s%s; give a file with %s"
+                            % (path, skips.rows, _reason_counts(skips.skipped), first, more, _ROW_SHAPES))
+    if float(skipped) / skips.rows > max_skipped_fraction:
+        raise WorkloadError("workload %s: %d of its %d rows are unusable (%.0f %%, above %s=%s: a file that is mostly broken is "
+                            "likely the wrong file) (%s); first: %s%s; fix the rows, point the workload at the right file, "
+                            "or raise %s" % (path, skipped, skips.rows, 100.0 * skipped / skips.rows, limit_name,
+                                             max_skipped_fraction, _reason_counts(skips.skipped), first, more, limit_name))
+
+
+def _reason_counts(skipped):
+    """``2 no human turn, 1 not JSON``: the counts, largest first (then by name)."""
+    return ", ".join("%d %s" % (n, reason) for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def skip_counts(per_file):
+    """The counts of a workload's files, ``per_file`` ``[(path, rows, skips)]`` (from :func:`read_file`), as a dict:
+
+    ``rows`` (rows seen), ``used`` (rows usable, before the category filter and the sample), ``skipped`` ({reason:
+    count}), ``first_skipped`` (the first :data:`FIRST_SKIPPED` skipped rows, ``[{"source": "file:line", "reason"}]``),
+    ``files`` (base names) and ``text``, e.g. ``9 of 12 rows used; skipped: 2 no human turn, 1 not JSON (lines 11, 14,
+    ...)`` (lines as ``file:line`` when the workload has several files)."""
+    total, used, skipped, first = 0, 0, {}, []
+    for path, rows, skips in per_file:
+        total += skips.rows
+        used += len(rows)
+        for reason, n in skips.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+        for line, reason, _why in skips.first:
+            first.append({"source": "%s:%d" % (os.path.basename(path), line), "reason": reason, "line": line})
+    first = first[:FIRST_SKIPPED]
+    text = "%d of %d rows used" % (used, total)
+    n_skipped = sum(skipped.values())
+    if n_skipped:
+        where = ", ".join(str(f["line"]) if len(per_file) == 1 else f["source"] for f in first)
+        text += "; skipped: %s (%s %s%s)" % (_reason_counts(skipped), "line" if n_skipped == 1 and len(per_file) == 1 else
+                                             "lines" if len(per_file) == 1 else "at", where,
+                                             ", ..." if n_skipped > len(first) else "")
+    return {"rows": total, "used": used, "skipped": skipped,
+            "first_skipped": [{"source": f["source"], "reason": f["reason"]} for f in first],
+            "files": [os.path.basename(p) for p, _r, _s in per_file], "text": text}
+
+
+def load_file(path, max_skipped_fraction=MAX_SKIPPED_FRACTION, progress=None):
+    """The usable rows of one workload file (``.json``, ``.jsonl`` or SPEED-Bench ``.parquet``), as dicts (see :func:`parse_row`); unusable rows are
+    skipped (:func:`read_file`). Raises WorkloadError as :func:`read_file` does, and when the file is refused whole
+    (:func:`check_skips`: no usable row, or a skipped share above ``max_skipped_fraction``)."""
+    rows, skips = read_file(path, progress)
+    check_skips(path, rows, skips, max_skipped_fraction)
+    return rows
 
 
 def resolve_files(spec):
@@ -302,12 +580,14 @@ def content_digest(spec, basedir=None):
         digest.update(json.dumps(BUILTIN_PROMPTS, sort_keys=True, separators=(",", ":")).encode("utf-8"))
         return "sha256:" + digest.hexdigest()
     for path in resolve_files(locate(spec, basedir)):
+        data = hashlib.sha256()
         try:
             with open(path, "rb") as fh:
-                data = fh.read()
+                for chunk in iter(lambda: fh.read(READ_CHUNK), b""):    # a 650 MB ShareGPT file is never held whole
+                    data.update(chunk)
         except (IOError, OSError) as exc:
             raise WorkloadError("workload %s: cannot read %s on the controller (%s); check its permissions" % (spec, path, exc))
-        digest.update(os.path.basename(path).encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+        digest.update(os.path.basename(path).encode("utf-8") + b"\0" + data.digest())
     return "sha256:" + digest.hexdigest()
 
 
@@ -365,24 +645,40 @@ def stratified(rows, n, seed):
     return out
 
 
-def load_workload(spec, categories=None, limit=0, seed=1):
-    """Rows of a workload spec on the controller: ``builtin``, or files (a file, directory or glob).
+def load_workload_counted(spec, categories=None, limit=0, seed=1, max_skipped_fraction=MAX_SKIPPED_FRACTION, progress=None,
+                          limit_name="workload_max_skipped_fraction"):
+    """Rows of a workload spec on the controller, with the skip counts: ``(name, rows, counts)``.
 
-    Returns ``(name, rows)``: ``name`` is what records carry as ``dataset_name`` (``builtin``, or the spec as given).
-    ``categories`` filters rows; ``limit`` > 0 keeps a seeded category-stratified sample of at most that many rows.
-    Raises WorkloadError for every problem (unreadable/empty/malformed file, unknown format, a row without a prompt,
-    a filter that matches nothing). ``random-ids``/``auto`` are not loaded here (they need no rows).
+    ``builtin``, or files (a file, directory or glob, each read with :func:`read_file` and refused whole by
+    :func:`check_skips`: no usable row, or a skipped share above ``max_skipped_fraction`` (0..1), ``limit_name`` naming
+    that setting). ``name`` is what records carry as ``dataset_name`` (``builtin``, or the spec as given); ``counts`` is
+    :func:`skip_counts` of the files (None for ``builtin``). ``categories`` filters rows; ``limit`` > 0 keeps a seeded
+    category-stratified sample of at most that many rows. ``progress``: see :func:`read_file`. Raises WorkloadError for
+    every problem (unreadable/empty file, unknown format, a refused file, a filter that matches nothing).
+    ``random-ids``/``auto`` are not loaded here (they need no rows).
     """
     if spec in (RANDOM_IDS, AUTO):
         raise WorkloadError("workload %r needs no prompt rows; load_workload is for builtin and files" % spec)
+    counts = None
     if spec == BUILTIN:
         rows = builtin_rows()
     else:
         rows = []
+        per_file = []
         for path in resolve_files(spec):
-            rows.extend(load_file(path))
+            file_rows, skips = read_file(path, progress)
+            check_skips(path, file_rows, skips, max_skipped_fraction, limit_name)
+            per_file.append((path, file_rows, skips))
+            rows.extend(file_rows)
+        counts = skip_counts(per_file)
     rows = filter_categories(rows, categories, spec)
-    return spec, sample_rows(rows, limit, seed)
+    return spec, sample_rows(rows, limit, seed), counts
+
+
+def load_workload(spec, categories=None, limit=0, seed=1, max_skipped_fraction=MAX_SKIPPED_FRACTION):
+    """Rows of a workload spec on the controller: ``(name, rows)`` of :func:`load_workload_counted` (without the counts)."""
+    name, rows, _counts = load_workload_counted(spec, categories, limit, seed, max_skipped_fraction)
+    return name, rows
 
 
 def validate_rows(rows, what="prompts"):

@@ -356,6 +356,15 @@ def run_warnings(records):
     return out
 
 
+def workload_rows(records):
+    """The skip counts of the run's prompt file (``workload_rows`` of the first record that has them: the action plugin
+    puts the same dict on every record), None for a workload that read no file."""
+    for rec in records:
+        if rec.get("workload_rows"):
+            return rec["workload_rows"]
+    return None
+
+
 def check_gates(rec, gates):
     """Gate violations of one record, as messages naming the level and the metric.
 

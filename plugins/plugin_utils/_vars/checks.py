@@ -221,6 +221,8 @@ RULES = {
     "sglang_benchmark_min_accept_length": ("float", _at_least(1), "a gate >= 1 such as 1.5, or null for none"),
     # sglang_benchmark: workloads, sampling, traffic shapes, SLOs, skip-if-unchanged, fleet report
     "sglang_benchmark_workload_max_prompts": ("int", _at_least(1), "rows of a prompt file to ship, e.g. 2000"),
+    "sglang_benchmark_workload_max_skipped_fraction": ("float", _between(0, 1),
+                                                       "a fraction 0..1 of a prompt file's rows that may be unusable, e.g. 0.5"),
     "sglang_benchmark_temperature": ("float", _at_least(0), "0 for greedy (bench_serving's default), e.g. 0.7 for sampling"),
     "sglang_benchmark_top_p": ("float", _between(0, 1, True), "a fraction in (0, 1], 1.0 for no nucleus cut-off"),
     "sglang_benchmark_burstiness": ("float", _between(0, float("inf"), True), "1.0 for Poisson arrivals, < 1 for bursts"),

@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.action import serving_benchmark as action
+from ansible_collections.llmops.sglang.plugins.modules import benchmark_report
 
 ROLE_NAMES = {"max_concurrency": "sglang_benchmark_concurrency", "url": "sglang_benchmark_url",
               "delegate_to": "sglang_benchmark_delegate_to", "stop_on_failure": "sglang_benchmark_stop_on_failure"}
@@ -188,3 +189,69 @@ def test_a_run_id_the_report_writer_refuses_is_refused_before_the_first_level(mo
     assert h.result["msg"] == ("serving_benchmark: invalid options: sglang_benchmark_run_id='../../etc': use only letters, digits, '.', "
                                "'_' and '-' (it is a directory name); name the run like nextn-20261202 (or leave it empty: the role "
                                "then uses a UTC timestamp) (nothing was sent)")
+
+
+# A prompt file with unusable rows: the usable rows are sent, the skips are shown and counted on every record (so
+# summary.json/summary.md carry them), a mostly broken file is refused naming the role's variable.
+WORKLOAD_NAMES = {"workload_max_skipped_fraction": "sglang_benchmark_workload_max_skipped_fraction",
+                  "workload": "sglang_benchmark_workload"}
+
+
+def _file(tmp_path, bad):
+    # 4 usable rows, then ``bad`` rows: a conversation of one turn, then one starting and ending with the assistant
+    good = [{"conversations": [{"from": "human", "value": "q%d" % i}, {"from": "gpt", "value": "a"}]} for i in range(4)]
+    broken = [{"conversations": [{"from": "human", "value": "alone"}]},
+              {"conversations": [{"from": "gpt", "value": "x"}, {"from": "gpt", "value": "y"}]}] * bad
+    p = tmp_path / "sharegpt.json"
+    p.write_text("[\n" + ",\n".join(json.dumps(r) for r in good + broken[:bad]) + "\n]\n", encoding="utf-8")
+    return str(p)
+
+
+def _answer(args):
+    (lv,) = args["levels"]
+    rec = record(args["level_offset"] + 1, lv["max_concurrency"])
+    rec["dataset_name"] = args["workload"]
+    return {"changed": False, "records": [rec], "gate_failures": [], "duration_s": 1.0, "msg": "1 level(s) measured"}
+
+
+def test_usable_rows_are_sent_and_the_skips_reach_the_records(mocker, tmp_path):
+    path = _file(tmp_path, 2)     # 4 usable of 6: lines 6 (one turn) and 7 (no human turn) skipped
+    h = Harness(mocker, {"max_concurrency": [1, 2], "num_prompts": 2, "workload": path, "variable_names": WORKLOAD_NAMES},
+                [_answer] * 2)
+    r = h.result
+    assert not r.get("failed"), r.get("msg")
+    assert [row["prompt"] for row in h.calls[0]["prompts"]] == ["q0", "q1", "q2", "q3"]
+    text = "4 of 6 rows used; skipped: 1 no human turn, 1 too few turns (lines 6, 7)"
+    assert h.shown[0] == "[gpu1] workload %s: %s" % (path, text)
+    assert r["workload_rows"]["text"] == text and r["workload_rows"]["skipped"] == {"no human turn": 1, "too few turns": 1}
+    assert [rec["workload_rows"]["used"] for rec in r["records"]] == [4, 4]
+    # the report carries them: summary.md names the file and the counts
+    md = benchmark_report.summary_md("t", "gpu1", "run1", r["records"])
+    assert "Workload rows (sharegpt.json): " + text in md
+
+
+def test_a_mostly_broken_file_is_refused_naming_the_role_variable(mocker, tmp_path):
+    path = _file(tmp_path, 6)     # 6 of 10 skipped: 60 % > 50 %
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 2, "workload": path, "variable_names": WORKLOAD_NAMES})
+    msg = h.result["msg"]
+    assert h.result["failed"] and h.calls == [] and msg.endswith("(nothing was sent)")
+    assert ("sharegpt.json: 6 of its 10 rows are unusable (60 %, above sglang_benchmark_workload_max_skipped_fraction=0.5"
+            in msg)
+    assert "first: line 6: too few turns" in msg and "line 7: no human turn" in msg
+    # the same file passes with a higher limit: 4 rows sent
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 2, "workload": path, "workload_max_skipped_fraction": 0.7},
+                [_answer])
+    assert not h.result.get("failed") and len(h.calls[0]["prompts"]) == 4
+
+
+@pytest.mark.parametrize("value", [1.5, -0.1])
+def test_the_limit_must_be_a_fraction(mocker, value):
+    h = Harness(mocker, {"max_concurrency": [1], "workload_max_skipped_fraction": value, "variable_names": WORKLOAD_NAMES})
+    assert h.result["failed"] and h.calls == []
+    assert "sglang_benchmark_workload_max_skipped_fraction=%r: must be within [0, 1]" % value in h.result["msg"]
+
+
+def test_named_workloads_have_no_counts(mocker):
+    h = Harness(mocker, {"max_concurrency": [1], "num_prompts": 2, "workload": "builtin"}, [_answer])
+    assert h.result["workload_rows"] is None and "workload_rows" not in h.result["records"][0]
+    assert action.MODULE == "llmops.sglang.serving_benchmark"

@@ -47,7 +47,7 @@ def test_loaders_keep_every_user_turn_and_the_system_prompt(tmp_path):
     assert [r["turns"] for r in back] == [["u1", "u2"], ["Compose a post.", "Rewrite it in 3 lines."]]
     with pytest.raises(wl.WorkloadError, match=r"'turns' must be a non-empty list of non-empty strings"):
         wl.validate_rows([{"prompt": "p", "turns": ["p", ""]}])
-    with pytest.raises(wl.WorkloadError, match=r"line 1: 'turns' must be a list of strings"):
+    with pytest.raises(wl.WorkloadError, match=r"line 1: bad field \('turns' must be a list of strings"):
         wl.load_file(_write(tmp_path, "bad.jsonl", json.dumps({"turns": ["a", 3]}) + "\n"))
 
 

@@ -51,33 +51,56 @@ def test_question_file_mt_bench_shape(tmp_path):
 @pytest.mark.parametrize("name, text, expect", [
     ("e.jsonl", "", "the file is empty"),
     ("e.jsonl", "\n\n  \n", "the file is empty"),
-    ("b.jsonl", '{"prompt": "ok"}\n{"prompt": "broken"\n', "b.jsonl line 2: malformed JSON"),
-    ("n.jsonl", '{"prompt": "ok"}\n{"text": "no prompt key"}\n', "n.jsonl line 2: row without a prompt (keys: text)"),
-    ("s.jsonl", '{"prompt": "   "}\n', "s.jsonl line 1: 'prompt' must be a non-empty string"),
-    ("o.jsonl", '{"prompt": "x", "output_len": 0}\n', "o.jsonl line 1: 'output_len' must be an integer >= 1"),
-    ("c.jsonl", '{"prompt": "x", "category": 5}\n', "c.jsonl line 1: 'category' must be a non-empty string"),
-    ("l.jsonl", '["not", "an", "object"]\n', "l.jsonl line 1: a row must be a JSON object"),
-    ("m.jsonl", '{"messages": [{"role": "user"}]}\n', "m.jsonl line 1: messages[0]"),
-    ("g.json", '[{"conversations": [{"from": "gpt", "value": "only the answer"}]}]', "g.json line 1: the conversation has no"),
     ("a.json", '[\n {"prompt": "ok"},\n {"prompt": "x",}\n]', "a.json line 3: malformed JSON"),
     ("u.json", '[\n {"prompt": "ok"}\n', "the JSON array is not closed"),
+    ("z.json", '[]', "the file holds no rows"),
     ("t.json", '"just a string"', "unknown format"),
     ("x.csv", "prompt\nhello\n", "unknown format '.csv'"),
-    ("q.jsonl", '{"turns": []}\n', "q.jsonl line 1: 'turns' must be a non-empty list"),
 ])
-def test_bad_files_are_refused_naming_file_line_and_fix(tmp_path, name, text, expect):
+def test_unreadable_files_are_refused_whole(tmp_path, name, text, expect):
     with pytest.raises(wl.WorkloadError) as exc:
         wl.load_file(_write(tmp_path, name, text))
     assert expect in str(exc.value)
     assert name in str(exc.value)
 
 
+# one unusable row per file: the file is refused (nothing usable), naming the line, the reason and why
+@pytest.mark.parametrize("name, text, reason, why", [
+    ("b.jsonl", '\n{"prompt": "broken"\n', "not JSON", "line 2: not JSON (malformed JSON"),
+    ("n.jsonl", '{"text": "no prompt key"}\n', "no prompt key", "row without a prompt (keys: text)"),
+    ("s.jsonl", '{"prompt": "   "}\n', "empty value", "'prompt' must be a non-empty string"),
+    ("o.jsonl", '{"prompt": "x", "output_len": 0}\n', "bad field", "'output_len' must be an integer >= 1"),
+    ("c.jsonl", '{"prompt": "x", "category": 5}\n', "bad field", "'category' must be a non-empty string"),
+    ("l.jsonl", '["not", "an", "object"]\n', "not an object", "a row must be a JSON object, got list"),
+    ("m.jsonl", '{"messages": [{"role": "user"}]}\n', "bad field", "messages[0]"),
+    ("g.json", '[{"conversations": [{"from": "gpt", "value": "only the answer"}]}]', "too few turns", "has 1 turn(s)"),
+    ("h.json", '[{"conversations": [{"from": "gpt", "value": "a"}, {"from": "gpt", "value": "b"}]}]', "no human turn",
+     "the conversation has no human turn"),
+    ("q.jsonl", '{"turns": []}\n', "no human turn", "'turns' must be a non-empty list"),
+])
+def test_a_file_without_a_usable_row_is_refused_naming_line_and_reason(tmp_path, name, text, reason, why):
+    with pytest.raises(wl.WorkloadError) as exc:
+        wl.load_file(_write(tmp_path, name, text))
+    msg = str(exc.value)
+    assert name + ": none of its 1 row(s) is usable (1 %s)" % reason in msg
+    assert why in msg and ": %s (" % reason in msg
+
+
 def test_unreadable_and_not_utf8(tmp_path):
     with pytest.raises(wl.WorkloadError, match="cannot read it"):
         wl.load_file(str(tmp_path / "missing.jsonl"))
+    # JSON Lines: a line that is not UTF-8 is skipped and counted (1 of 2: 50 %, not above the limit)
     p = tmp_path / "latin1.jsonl"
     p.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
-    with pytest.raises(wl.WorkloadError, match="latin1.jsonl line 2: not UTF-8"):
+    rows, skips = wl.read_file(str(p))
+    assert [r["prompt"] for r in rows] == ["ok"] and skips.rows == 2 and skips.skipped == {"not UTF-8": 1}
+    assert skips.first[0][:2] == (2, "not UTF-8")
+    with pytest.raises(wl.WorkloadError, match=r"latin1.jsonl: 1 of its 2 rows are unusable \(50 %, above x=0.4"):
+        wl.check_skips(str(p), rows, skips, 0.4, "x")
+    # a JSON array that is not UTF-8 is not JSON at all: refused whole, naming the line
+    p = tmp_path / "latin1.json"
+    p.write_bytes(b'[\n{"prompt": "ok"},\n{"prompt": "caf\xe9"}\n]')
+    with pytest.raises(wl.WorkloadError, match="latin1.json line 3: not UTF-8"):
         wl.load_file(str(p))
 
 
