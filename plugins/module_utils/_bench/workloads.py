@@ -511,10 +511,11 @@ def skip_counts(per_file):
     text = "%d of %d rows used" % (used, total)
     n_skipped = sum(skipped.values())
     if n_skipped:
+        text += "; skipped: %s" % _reason_counts(skipped)
+    if first:  # rows left out after parsing (SPEED-Bench placeholders) have no line
         where = ", ".join(str(f["line"]) if len(per_file) == 1 else f["source"] for f in first)
-        text += "; skipped: %s (%s %s%s)" % (_reason_counts(skipped), "line" if n_skipped == 1 and len(per_file) == 1 else
-                                             "lines" if len(per_file) == 1 else "at", where,
-                                             ", ..." if n_skipped > len(first) else "")
+        text += " (%s %s%s)" % ("line" if n_skipped == 1 and len(per_file) == 1 else "lines" if len(per_file) == 1 else "at", where,
+                                ", ..." if n_skipped > len(first) else "")
     return {"rows": total, "used": used, "skipped": skipped,
             "first_skipped": [{"source": f["source"], "reason": f["reason"]} for f in first],
             "files": [os.path.basename(p) for p, _r, _s in per_file], "text": text}

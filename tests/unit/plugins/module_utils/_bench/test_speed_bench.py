@@ -2,6 +2,7 @@
 data set's schema, tests/fixtures/speed_bench; the expected rows are read off the fixture description by hand)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -73,3 +74,14 @@ def test_raw_throughput_download_is_refused(sbdir):
     # 3 of 5 rows are placeholders (60 % > 50 %): the raw throughput split needs NVIDIA's prepare_data.py first
     with pytest.raises(wl.WorkloadError, match=r"3 of 5 SPEED-Bench rows.*--config throughput_16k"):
         wl.load_file(os.path.join(sbdir, "throughput_16k", "test-00000-of-00001.parquet"))
+
+
+def test_placeholder_rows_are_counted_as_skipped(tmp_path):
+    # 4 resolved rows and 1 placeholder in a JSONL export: 4 of 5 used, the placeholder has no line to name
+    p = tmp_path / "qualitative.jsonl"
+    rows = [{"category": "coding", "turns": ["q%d" % i]} for i in range(4)]
+    rows.append({"category": "coding", "turns": [sb.TURNS_PLACEHOLDER + " (source: x)"]})
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    used, skips = wl.read_file(str(p))
+    assert len(used) == 4 and skips.rows == 5 and skips.skipped == {"SPEED-Bench placeholder": 1}
+    assert wl.skip_counts([(str(p), used, skips)])["text"] == "4 of 5 rows used; skipped: 1 SPEED-Bench placeholder"
