@@ -245,7 +245,7 @@ def test_crash_mid_benchmark_ends_the_container_and_systemd_restarts_it(sandbox_
 def test_adaptive_table_is_served_read_only_and_a_change_restarts_once(sandbox_hosts, tmp_path):
     """Issue 21: SGLang 0.5.23 (simulator of this tree, mounted over the image's copy) with adaptive speculation and a
     table: the table is a 0644 file in the config dir, mounted read-only, reported by /server_info; a second run
-    changes nothing; a changed table restarts the server once and is served; then nothing changes again."""
+    changes nothing; a changed table restarts the server once and is served (three serve runs: CI time)."""
     host = sandbox_hosts[0]
     on_host(host, "rm -rf /opt/sim-under-test && mkdir -p /opt/sim-under-test", check=True)
     podman("cp", str(REPO / "tests" / "sandbox" / "sglang_sim"), "%s:/opt/sim-under-test/sglang_sim" % host)
@@ -284,8 +284,6 @@ def test_adaptive_table_is_served_read_only_and_a_change_restarts_once(sandbox_h
     journal = on_host(host, "journalctl -u sglang-server.service --since '%s' --no-pager -o cat" % since).stdout
     assert journal.count("Started sglang-server.service") == 1, journal[-3000:]
     assert json.loads(on_host(host, "cat /etc/sglang/sglang-server.adaptive.json").stdout) == table2
-    again = serve(inv)
-    assert recap(again, host)["changed"] == 0, again.stdout[-4000:]
 
 
 @SANDBOX
