@@ -109,7 +109,7 @@ def record():
         rng = random.Random(seed)
         batches = []
         for count, bs, p in phases:
-            for _ in range(count):
+            for _batch in range(count):
                 steps = params.get_steps_for_batch(bs)
                 accepted = []
                 for _r in range(bs):
@@ -156,8 +156,7 @@ def test_simulator_replays_the_recorded_trajectories(recorded, tmp_path):
                 json.dump(case["table"], handle)
         cfg, entries = sim_adaptive.load_table(path, (0, 5, 23))
         policy = sim_adaptive.AdaptivePolicy(case["initial_steps"], cfg, entries)
-        _replay(policy, case, lambda p, bs: p.steps_for(bs),
-                lambda p, acc, bs: (lambda s: None if s is None else s[1])(p.on_verify_complete(acc, bs)))
+        _replay(policy, case, lambda p, bs: p.steps_for(bs), _sim_verify)
         assert dict((str(bs), slot.ema_accept_len) for bs, slot in policy.slots.items()) == case["final_ema"], case["name"]
 
 
@@ -192,3 +191,9 @@ if __name__ == "__main__":
             json.dump(data, handle, indent=None, separators=(",", ":"))
             handle.write("\n")
         print("wrote %s: %d cases, %s switches" % (FIXTURE, len(data["cases"]), [c["switches"] for c in data["cases"]]))
+
+
+def _sim_verify(policy, acc, bs):
+    """The simulator policy's step switch after one verify step (the new step count), None without a switch."""
+    switch = policy.on_verify_complete(acc, bs)
+    return None if switch is None else switch[1]

@@ -141,9 +141,9 @@ def matrix(profile):
         adaptive = dict(EAGLE3, speculative_adaptive=True, speculative_num_steps=None, speculative_eagle_topk=None,
                         speculative_num_draft_tokens=None)
         out.append(("eagle3 adaptive", adaptive, H100))
-        out.append(("nextn adaptive table", dict(REFERENCE, speculative_adaptive=True, speculative_num_steps=3, speculative_num_draft_tokens=4,
-                                                  speculative_adaptive_config={1: {"candidate_steps": [1, 3, 5]}, 32: {"candidate_steps": [0, 1]}}),
-                    SM120))
+        table = {1: {"candidate_steps": [1, 3, 5]}, 32: {"candidate_steps": [0, 1]}}
+        out.append(("nextn adaptive table", dict(REFERENCE, speculative_adaptive=True, speculative_num_steps=3,
+                                                 speculative_num_draft_tokens=4, speculative_adaptive_config=table), SM120))
     for backend in contract_choices(profile, "--attention-backend"):
         out.append(("attention %s" % backend, dict(PLAIN, attention_backend=backend), H100))
     for dtype in contract_choices(profile, "--kv-cache-dtype"):

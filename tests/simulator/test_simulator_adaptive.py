@@ -140,8 +140,8 @@ def _check(capsys, srv):
                                             "speculative_adaptive": True, "speculative_num_steps": 1, "max_running_requests": 64,
                                             "enable_metrics": True}, "0.5.23")
     args = {"url": srv.url, "log_source": "file", "log_path": srv.log_path, "ready_timeout": 10,
-            "expected": dict((k, v) for k, v in expected.items() if k in ("speculative_algorithm", "speculative_adaptive",
-                                                                           "speculative_num_steps", "tp_size")),
+            "expected": dict((k, v) for k, v in expected.items()
+                             if k in ("speculative_algorithm", "speculative_adaptive", "speculative_num_steps", "tp_size")),
             "_ansible_remote_tmp": "/tmp", "_ansible_keep_remote_files": False}
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exc:

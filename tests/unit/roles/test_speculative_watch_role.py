@@ -39,7 +39,7 @@ def run(tmp_path, *args, **play_vars):
                                   "localhost ansible_connection=local ansible_python_interpreter=%s\n" % (sys.executable, sys.executable))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     out = subprocess.run([str(PLAYBOOK_BIN), "-i", str(tmp_path / "inv"), str(tmp_path / "play.yml")] + list(args),
-                         capture_output=True, text=True, env=env, cwd=str(REPO))
+                         capture_output=True, text=True, env=env, cwd=str(REPO), check=False)
     return out, prom / "llmops-sglang"
 
 
@@ -64,7 +64,7 @@ def test_writes_checks_and_is_idempotent(tmp_path):
     # the Prometheus templates in the annotations reach the file as they are (not rendered by Ansible)
     assert '{{ $labels.host }}' in (base / "rules" / "llmops-sglang.yml").read_text()
     check = subprocess.run(["promtool", "check", "rules", str(base / "rules" / "llmops-sglang.yml"), str(base / "rules" / "gpu1.yml")],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "gpu1: arm EAGLE-s3-k1-d4, accept length 1.9 (verification), cap 48" in out.stdout
     again, _base = run(tmp_path)

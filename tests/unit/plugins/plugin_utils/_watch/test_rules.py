@@ -140,7 +140,7 @@ def test_promtool_accepts_every_rendered_file(tmp_path):
                       ("off.yml", r.render_host_rules(evidence(host="gpu2", expected={"speculative_algorithm": None}, rows=[])))):
         (tmp_path / name).write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
         files.append(str(tmp_path / name))
-    out = subprocess.run(["promtool", "check", "rules"] + files, capture_output=True, text=True)
+    out = subprocess.run(["promtool", "check", "rules"] + files, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     # 3 derived records + 7 alerts; 4 thresholds for gpu1; 1 for the host without speculation
     assert [line.strip() for line in out.stdout.splitlines() if "SUCCESS" in line] == [
