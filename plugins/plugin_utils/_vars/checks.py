@@ -35,6 +35,7 @@ import re
 from ansible_collections.llmops.sglang.plugins.plugin_utils._host.policy import cuda_driver_branch_floor
 from ansible_collections.llmops.sglang.plugins.plugin_utils._vars.published import PUBLISHED_FACTS
 from ansible_collections.llmops.sglang.plugins.plugin_utils._vars.role_specs import ROLE_VARIABLES, ROLES
+from ansible_collections.llmops.sglang.plugins.plugin_utils._watch import rules as watch_rules
 
 _BOOL_TRUE = ("true", "yes", "on", "1", "y", "t")
 _BOOL_FALSE = ("false", "no", "off", "0", "n", "f")
@@ -171,6 +172,19 @@ def _cuda_version(v, c):
     return None if v is None or re.match(r"^[0-9]+\.[0-9]+$", str(v)) else "must look like 13.0 (major.minor)"
 
 
+def _watch_option(option):
+    """The speculative_watch role's own check of one fleet option (_watch/rules.py ``options``): one rule for both."""
+    def check(v, c):
+        if v is None:
+            return None
+        try:
+            watch_rules.options({option: v})
+        except watch_rules.WatchError as exc:
+            return str(exc).split(": ", 1)[-1].split(". Fix:")[0]
+        return None
+    return check
+
+
 #: name -> (type, check, fix). The type is used when the variable has no argument_specs entry (or a raw one).
 RULES = {
     # sglang_server (the launch flags themselves are checked by the renderer, _sglang/launch.py)
@@ -237,6 +251,14 @@ RULES = {
     "sglang_benchmark_min_goodput_fraction": ("float", _between(0, 1), "a fraction 0..1 such as 0.9, or null for none"),
     "sglang_benchmark_max_age": ("int", _at_least(0), "seconds, e.g. 86400 (0: an unchanged result never expires)"),
     "sglang_benchmark_fleet_threshold": ("float", _between(0, 1, False, True), "a fraction in [0, 1) such as 0.10"),
+    # speculative_watch (the fleet options: the role's own check; the Prometheus directory is checked on its hosts)
+    "speculative_watch_accept_length_margin": ("float", _watch_option("accept_length_margin"),
+                                               watch_rules.OPTIONS["accept_length_margin"][2]),
+    "speculative_watch_decode_margin": ("float", _watch_option("decode_margin"), watch_rules.OPTIONS["decode_margin"][2]),
+    "speculative_watch_window": ("str", _watch_option("window"), watch_rules.OPTIONS["window"][2]),
+    "speculative_watch_job": ("str", _watch_option("job"), watch_rules.OPTIONS["job"][2]),
+    "speculative_watch_alert_for": ("dict", _watch_option("alert_for"), watch_rules.OPTIONS["alert_for"][2]),
+    "speculative_watch_accept_length": ("float", _at_least(1), "an accept length >= 1 such as 1.9, or null for the verified one"),
 }
 
 

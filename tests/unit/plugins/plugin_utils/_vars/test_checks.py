@@ -62,6 +62,12 @@ BAD_VARIABLES = [
     ("sglang_benchmark_fleet_threshold", 1, "must be in [0, 1)"),
     ("preflight_image_cuda_version", "13", "must look like 13.0"),
     ("preflight_model_params_billion", -1, "must be at least 0"),
+    ("speculative_watch_accept_length_margin", 1.5, "a margin is a fraction strictly between 0 and 1. Fix: a fraction in (0, 1)"),
+    ("speculative_watch_decode_margin", 0, "a margin is a fraction strictly between 0 and 1"),
+    ("speculative_watch_window", "5 min", "not a Prometheus duration"),
+    ("speculative_watch_job", "9job", "not a Prometheus job name"),
+    ("speculative_watch_alert_for", {"SGLangNope": "5m"}, "'SGLangNope' is not one of the alerts"),
+    ("speculative_watch_accept_length", 0.5, "must be at least 1"),
 ]
 
 
