@@ -1,5 +1,9 @@
 """Write a long-context workload (JSONL) built from the collection's built-in prompt set.
 
+The named workload ``builtin-long`` (``-e sglang_benchmark_workload=builtin-long``) is the same set at the default
+lengths, without a file (``_bench/workloads.py`` ``builtin_long_rows``, which this script calls); this script writes it
+as a file for other lengths, categories or an output length, or for another tool.
+
 A draft model trained on short sequences accepts fewer drafts on long inputs (EAGLE3 Qwen3-8B: accept length 2.30 at
 2k tokens, 2.04 at 4k, 1.69 at 8k, 1.29 at 12k, 1.09 at 16k; vllm-project/speculators #684, SGLang #6783). A decision
 taken on short prompts can be wrong for a RAG or long-document service. This script writes one row per (category,
@@ -31,40 +35,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(ROOT, ".collections")
 
 
-def _builtin():
+def _workloads():
     if COLLECTIONS not in sys.path:
         sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.llmops.sglang.plugins.module_utils._bench.builtin_prompts import (  # pylint: disable=import-outside-toplevel
-        BUILTIN_PROMPTS, CATEGORIES)
-    return BUILTIN_PROMPTS, CATEGORIES
-
-
-def build_rows(lengths, categories, tokens_per_word=1.3, output_len=None):
-    """Rows (dicts) of the workload: for each category (in ``categories`` order) and each target length (tokens, in
-    ``lengths`` order), a document of the category's built-in prompts cycled until ``target / tokens_per_word`` words,
-    then the task (the category's prompts in turn). Raises ValueError for an unknown category or a length < 1."""
-    prompts, known = _builtin()
-    rows = []
-    for cat in categories:
-        if cat not in known:
-            raise ValueError("unknown category %r; the built-in set has %s" % (cat, ", ".join(known)))
-        texts = [t for c, t in prompts if c == cat]
-        for i, target in enumerate(lengths):
-            if target < 1:
-                raise ValueError("lengths must be >= 1 token, got %r" % (target,))
-            words_goal = int(target / tokens_per_word)
-            task = texts[i % len(texts)]
-            doc, words, j = [], len(task.split()), 0
-            while words < words_goal:
-                piece = texts[j % len(texts)]
-                doc.append(piece)
-                words += len(piece.split())
-                j += 1
-            row = {"prompt": "Reference material:\n\n%s\n\nTask: %s" % ("\n\n".join(doc), task), "category": cat}
-            if output_len:
-                row["output_len"] = output_len
-            rows.append(row)
-    return rows
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads  # pylint: disable=import-outside-toplevel
+    return workloads
 
 
 def main(argv=None):
@@ -75,16 +50,17 @@ def main(argv=None):
     ap.add_argument("--tokens-per-word", type=float, default=1.3, help="token estimate per word (default 1.3)")
     ap.add_argument("--output-len", type=int, default=0, help="output_len of every row, tokens (0: the benchmark's)")
     args = ap.parse_args(argv)
-    _prompts, known = _builtin()
-    cats = [c.strip() for c in args.categories.split(",") if c.strip()] or list(known)
+    wl = _workloads()
+    cats = [c.strip() for c in args.categories.split(",") if c.strip()] or list(wl.CATEGORIES)
     try:
         lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-        rows = build_rows(lengths, cats, args.tokens_per_word, args.output_len or None)
-    except ValueError as exc:
+        rows = wl.builtin_long_rows(lengths, cats, args.tokens_per_word, args.output_len or None)
+    except (ValueError, wl.WorkloadError) as exc:
         ap.error(str(exc))
     with open(args.out, "w", encoding="utf-8") as fh:
         for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            row = dict((k, r[k]) for k in ("prompt", "category", "output_len") if r[k] is not None)
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     print("wrote %d rows (%d categories x %d lengths) to %s" % (len(rows), len(cats), len(lengths), args.out))
     return 0
 

@@ -61,8 +61,11 @@ options:
     description:
       - What the requests ask. C(random-ids) sends random token ids of O(input_len) tokens (bench_serving's C(random-ids);
         for capacity tests; it inflates speculative decoding). C(builtin) sends the collection's category-labelled prompt
-        set (10 categories x 10 prompts, plugins/module_utils/_bench/builtin_prompts.py). C(auto) is C(builtin) when the
-        server's info shows speculative decoding on, else C(random-ids).
+        set (10 categories x 10 prompts, plugins/module_utils/_bench/builtin_prompts.py). C(builtin-long) sends a
+        long-context set built from it (one row per category at about 1000, 4000, 12000 and 20000 input tokens, 1.3 tokens
+        per word - a reference document of the category's prompts, then one of them as the task), so the report's accept
+        length by input length covers every bucket. C(auto) is C(builtin) when the server's info shows speculative
+        decoding on, else C(random-ids).
       - Anything else is a prompt file, a directory (its C(.json)/C(.jsonl)/C(.parquet) files) or a glob, read on the
         controller by the action plugin and sent to the load generator as O(prompts). Formats - ShareGPT JSON
         (C(conversations) with C(from)/C(value)), JSONL (or a JSON array) with C(prompt) or OpenAI C(messages), question
@@ -739,7 +742,7 @@ def resolve_workload(params, speculative):
             raise workloads.WorkloadError("workload_categories=%s applies to prompt workloads, not random-ids; use workload "
                                           "builtin or a file, or drop the filter" % (params["workload_categories"],))
         return name, None
-    if name == workloads.BUILTIN:
+    if name in (workloads.BUILTIN, workloads.BUILTIN_LONG):
         return workloads.load_workload(name, params["workload_categories"])
     raise workloads.WorkloadError("workload %r is a file spec, but no prompts arrived: files are read on the controller by "
                                   "the llmops.sglang.serving_benchmark action plugin; run the module through Ansible (not "

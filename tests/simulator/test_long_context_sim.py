@@ -68,3 +68,42 @@ def test_accept_length_falls_by_input_bucket_as_the_model_says(sglang_sim, tmp_p
     assert "accept length 2.00 on <2k-token prompts but 1.2" in warning and " on 8k-16k, 1.0" in warning and warning.count(" on >16k") == 1
     md = (reports / "simhost" / "long" / "summary.md").read_text()
     assert "## Accept length by input length" in md and "| 1 | 1 | >16k | 20000 |" in md
+
+
+def _by_hand_accept_length(tokens):
+    """1 + g(L) with one draft token and math's per-token acceptance 1.0: g = (AL - 1) / 1.30 of the published EAGLE3
+    Qwen3-8B accept lengths (2.30, 2.04, 1.69, 1.29, 1.09 at 2048, 4096, 8192, 12288, 16384 tokens), linear between
+    them, 1 up to 2048 tokens, flat past 16384."""
+    points = [(2048, 1.0), (4096, 1.04 / 1.30), (8192, 0.69 / 1.30), (12288, 0.29 / 1.30), (16384, 0.09 / 1.30)]
+    if tokens <= 2048:
+        return 2.0
+    for (n0, g0), (n1, g1) in zip(points, points[1:]):
+        if tokens <= n1:
+            return 1.0 + g0 + (g1 - g0) * (tokens - n0) / float(n1 - n0)
+    return 1.0 + points[-1][1]
+
+
+def test_builtin_long_fills_every_input_bucket_and_acceptance_falls(sglang_sim, tmp_path):
+    # The named workload builtin-long, math only: four rows of about 1000/4000/12000/20000 tokens (1.3 tokens per word;
+    # the simulator counts one token per word or punctuation mark, so the server's prompt_tokens differ a little), one
+    # per input-length bucket. Each bucket's accept length is 1 + g(prompt tokens), by hand from the published curve.
+    srv = sglang_sim(ON_ARGS + ["--context-length", "65536"], instant=True)
+    reports = tmp_path / "reports"
+    proc = _playbook(tmp_path, {
+        "sglang_benchmark_url": srv.url, "sglang_benchmark_workload": "builtin-long",
+        "sglang_benchmark_workload_categories": ["math"], "sglang_benchmark_concurrency": [1],
+        "sglang_benchmark_num_prompts": 4, "sglang_benchmark_prompts_per_concurrency": 1, "sglang_benchmark_output_len": 600,
+        "sglang_benchmark_report_dir": str(reports), "sglang_benchmark_run_id": "blong", "sglang_benchmark_plots": False})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    rec = json.loads((reports / "simhost" / "blong" / "results.jsonl").read_text().splitlines()[0])
+    assert rec["dataset_name"] == "builtin-long"
+    buckets = rec["input_length_buckets"]
+    assert list(buckets) == ["<2k", "2k-8k", "8k-16k", ">16k"]
+    shown = []
+    for bucket, row in buckets.items():
+        expected = _by_hand_accept_length(row["input_tokens_mean"])
+        assert row["accept_length"] == pytest.approx(expected, abs=0.08), (bucket, row)
+        shown.append("%s %d tokens %.3f / %.3f" % (bucket, row["input_tokens_mean"], row["accept_length"], expected))
+    assert buckets["<2k"]["accept_length"] > buckets["2k-8k"]["accept_length"] > buckets["8k-16k"]["accept_length"] \
+        > buckets[">16k"]["accept_length"]
+    print("\nbuiltin-long per-bucket accept length (measured / by hand):", ", ".join(shown))

@@ -170,6 +170,49 @@ def workload_problem(spec, basedir):
     return None
 
 
+# Preflight reads a file workload's rows when its files hold at most this many bytes in all (the ShareGPT V3 file, 650
+# MB, is left to the benchmark's start: its load is measured in seconds, preflight must stay quick).
+PREFLIGHT_READ_BYTES = 16 * 1024 * 1024
+
+
+def workload_rows_problem(spec, basedir, categories=None, max_skipped_fraction=workloads.MAX_SKIPPED_FRACTION):
+    """Why the rows of a workload would be refused when the benchmark starts, or None; preflight's second look, after
+    :func:`workload_problem` found the files readable.
+
+    ``spec``, ``basedir``: as :func:`workload_problem`. ``categories``: the category filter (list of str or None);
+    ``max_skipped_fraction``: the refusal limit of the skipped share (0..1). Checks, with the benchmark's own code:
+
+    * ``random-ids`` with a category filter (random token ids carry no category);
+    * ``builtin``, ``builtin-long`` and ``auto`` (which may send ``builtin``): every category of the filter is one of
+      the built-in set's (``builtin_prompts.CATEGORIES``);
+    * files of at most :data:`PREFLIGHT_READ_BYTES` in all: read whole with :func:`.workloads.load_workload_counted`, so
+      a file with no usable row, a skipped share above the limit, or a filter that matches no row is refused here.
+      Larger files are read when the benchmark starts (before its first request).
+
+    Returns the benchmark's message (str) naming the file, the lines and the fix, or None.
+    """
+    cats = [str(c) for c in (categories or [])]
+    if spec == workloads.RANDOM_IDS:
+        if cats:
+            return ("workload_categories=%s applies to prompt workloads, not random-ids (random token ids carry no "
+                    "category); use builtin or a file, or drop the filter" % cats)
+        return None
+    if spec in (None, "", workloads.AUTO, workloads.BUILTIN, workloads.BUILTIN_LONG):
+        unknown = sorted(set(cats) - set(workloads.CATEGORIES))
+        if unknown:
+            return ("workload_categories names %s, which the built-in set does not have (its categories are %s)"
+                    % (unknown, ", ".join(workloads.CATEGORIES)))
+        return None
+    try:
+        files = workloads.resolve_files(workloads.locate(str(spec), basedir))
+        if sum(os.path.getsize(f) for f in files) > PREFLIGHT_READ_BYTES:
+            return None
+        workloads.load_workload_counted(workloads.locate(str(spec), basedir), cats or None, 0, 1, max_skipped_fraction)
+    except (workloads.WorkloadError, OSError) as exc:
+        return str(exc)
+    return None
+
+
 def validate_traffic(params, n):
     """Messages for bad arrival, trace, shared-prefix, SLO and client-process options; ``n`` names an option."""
     errs = []

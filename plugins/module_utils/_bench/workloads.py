@@ -18,7 +18,7 @@ row) and ``system`` its system prompt (OpenAI ``system`` messages joined by blan
 a top-level ``system`` key); the multi-turn replay (:mod:`conversations`) sends them turn by turn with the server's
 own answers in place of the file's assistant turns. ``output_len`` (tokens) is None when the row did not give one (the
 benchmark's ``output_len`` applies). ``source`` names the file and line the row came from (``builtin:<n>`` for the
-built-in set).
+built-in set, ``builtin-long:<category>:<tokens>`` for the long-context set).
 
 File formats (one file may mix row shapes; the shape is decided per row):
 
@@ -64,13 +64,19 @@ import json
 import os
 import random
 
-from ansible_collections.llmops.sglang.plugins.module_utils._bench.builtin_prompts import BUILTIN_PROMPTS
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.builtin_prompts import BUILTIN_PROMPTS, CATEGORIES
 
 # Workload names that are not files.
 RANDOM_IDS = "random-ids"
 BUILTIN = "builtin"
+BUILTIN_LONG = "builtin-long"
 AUTO = "auto"
-NAMED_WORKLOADS = (AUTO, RANDOM_IDS, BUILTIN)
+NAMED_WORKLOADS = (AUTO, RANDOM_IDS, BUILTIN, BUILTIN_LONG)
+# builtin-long: one row per (category, target input length in tokens), the lengths spanning the report's input-length
+# buckets (<2k, 2k-8k, 8k-16k, >16k); words are estimated at TOKENS_PER_WORD tokens (about what BPE tokenizers give
+# for English prose; the server's own prompt_tokens is what the report buckets by).
+LONG_LENGTHS = (1000, 4000, 12000, 20000)
+TOKENS_PER_WORD = 1.3
 FILE_EXTENSIONS = (".json", ".jsonl", ".parquet")
 UNCATEGORIZED = "uncategorized"
 # A row's prompt text is capped so that a corrupt file cannot ship gigabytes as module arguments.
@@ -580,6 +586,9 @@ def content_digest(spec, basedir=None):
     if spec in (BUILTIN, AUTO):
         digest.update(json.dumps(BUILTIN_PROMPTS, sort_keys=True, separators=(",", ":")).encode("utf-8"))
         return "sha256:" + digest.hexdigest()
+    if spec == BUILTIN_LONG:
+        digest.update(json.dumps(builtin_long_rows(), sort_keys=True, separators=(",", ":")).encode("utf-8"))
+        return "sha256:" + digest.hexdigest()
     for path in resolve_files(locate(spec, basedir)):
         data = hashlib.sha256()
         try:
@@ -596,6 +605,45 @@ def builtin_rows():
     """The built-in category-labelled prompt set (module ``workload_builtin``) as rows."""
     return [{"prompt": text, "messages": None, "category": cat, "output_len": None, "source": "builtin:%d" % (i + 1)}
             for i, (cat, text) in enumerate(BUILTIN_PROMPTS)]
+
+
+def builtin_long_rows(lengths=LONG_LENGTHS, categories=CATEGORIES, tokens_per_word=TOKENS_PER_WORD, output_len=None):
+    """The long-context workload (``workload: builtin-long``) built from the built-in prompt set, as rows.
+
+    A draft model trained on short sequences accepts fewer drafts on long inputs (EAGLE3 Qwen3-8B: accept length 2.30
+    at 2k tokens, 2.04 at 4k, 1.69 at 8k, 1.29 at 12k, 1.09 at 16k; vllm-project/speculators #684, SGLang #6783). For
+    each category (``categories`` order) and each target length (``lengths``, tokens, in order) one row: a reference
+    document made of the category's built-in prompts, taken in turn from the first, until the document and the task
+    together reach ``int(target / tokens_per_word)`` words, then the task (the category's ``i``-th prompt for the
+    ``i``-th length)::
+
+        {"prompt": "Reference material:\n\n<doc>\n\nTask: <task>", "category": "rag", "output_len": None,
+         "source": "builtin-long:rag:4000", "messages": None}
+
+    Words are whitespace-separated (``str.split``). ``output_len`` (int tokens or None: the benchmark's) is set on every
+    row. Raises WorkloadError for an unknown category, a length < 1 or ``tokens_per_word`` <= 0. Deterministic.
+    """
+    if not tokens_per_word or tokens_per_word <= 0:
+        raise WorkloadError("builtin-long: tokens_per_word must be > 0, got %r" % (tokens_per_word,))
+    rows = []
+    for cat in categories:
+        if cat not in CATEGORIES:
+            raise WorkloadError("builtin-long: unknown category %r; the built-in set has %s" % (cat, ", ".join(CATEGORIES)))
+        texts = [t for c, t in BUILTIN_PROMPTS if c == cat]
+        for i, target in enumerate(lengths):
+            if not isinstance(target, int) or target < 1:
+                raise WorkloadError("builtin-long: lengths must be integers >= 1 token, got %r" % (target,))
+            words_goal = int(target / tokens_per_word)
+            task = texts[i % len(texts)]
+            doc, words, j = [], len(task.split()), 0
+            while words < words_goal:
+                piece = texts[j % len(texts)]
+                doc.append(piece)
+                words += len(piece.split())
+                j += 1
+            rows.append({"prompt": "Reference material:\n\n%s\n\nTask: %s" % ("\n\n".join(doc), task), "messages": None,
+                         "category": cat, "output_len": output_len, "source": "%s:%s:%d" % (BUILTIN_LONG, cat, target)})
+    return rows
 
 
 def filter_categories(rows, categories, what):
@@ -650,10 +698,11 @@ def load_workload_counted(spec, categories=None, limit=0, seed=1, max_skipped_fr
                           limit_name="workload_max_skipped_fraction"):
     """Rows of a workload spec on the controller, with the skip counts: ``(name, rows, counts)``.
 
-    ``builtin``, or files (a file, directory or glob, each read with :func:`read_file` and refused whole by
-    :func:`check_skips`: no usable row, or a skipped share above ``max_skipped_fraction`` (0..1), ``limit_name`` naming
-    that setting). ``name`` is what records carry as ``dataset_name`` (``builtin``, or the spec as given); ``counts`` is
-    :func:`skip_counts` of the files (None for ``builtin``). ``categories`` filters rows; ``limit`` > 0 keeps a seeded
+    ``builtin``, ``builtin-long`` (:func:`builtin_long_rows`), or files (a file, directory or glob, each read with
+    :func:`read_file` and refused whole by :func:`check_skips`: no usable row, or a skipped share above
+    ``max_skipped_fraction`` (0..1), ``limit_name`` naming that setting). ``name`` is what records carry as
+    ``dataset_name`` (``builtin``, ``builtin-long``, or the spec as given); ``counts`` is :func:`skip_counts` of the
+    files (None for the built-in sets). ``categories`` filters rows; ``limit`` > 0 keeps a seeded
     category-stratified sample of at most that many rows. ``progress``: see :func:`read_file`. Raises WorkloadError for
     every problem (unreadable/empty file, unknown format, a refused file, a filter that matches nothing).
     ``random-ids``/``auto`` are not loaded here (they need no rows).
@@ -663,6 +712,8 @@ def load_workload_counted(spec, categories=None, limit=0, seed=1, max_skipped_fr
     counts = None
     if spec == BUILTIN:
         rows = builtin_rows()
+    elif spec == BUILTIN_LONG:
+        rows = builtin_long_rows()
     else:
         rows = []
         per_file = []

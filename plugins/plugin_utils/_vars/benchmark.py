@@ -15,7 +15,9 @@ and the role's first task check the role's variables here, through the same code
   the report writer's rule ``_report/files.py`` :func:`run_id_problem`) and the sweep plan (``_bench/plan.py``);
 - the label, which the role puts into the run id (``<label>-<UTC time>``) and the state file's name, by the same rule;
 - the workload's files on the controller, found as the benchmark finds them (``_bench/workloads.py`` ``locate`` and
-  ``resolve_files``) and opened (:func:`options.workload_problem`);
+  ``resolve_files``) and opened (:func:`options.workload_problem`), then their rows read with the benchmark's loader when
+  they are small enough (``options.PREFLIGHT_READ_BYTES``, 16 MiB): no usable row, a skipped share above the limit, a
+  category filter that matches nothing (:func:`options.workload_rows_problem`);
 - the trace file, found where the role's ``lookup('file')`` finds it, and parsed (``_bench/traces.py``).
 
 Every problem is one string naming the variable, the value, why and the fix; all are returned together.
@@ -134,6 +136,19 @@ def benchmark_problems(values, basedir=None, read_trace=None):
         problems.append("sglang_benchmark_workload=%s: %s. Fix: name a prompt file (.json/.jsonl), a directory of them or a "
                         "glob on the controller (absolute, or relative to the playbook directory %s), or one of %s"
                         % (_shown(spec), why, basedir or "of the play", ", ".join(workloads.NAMED_WORKLOADS)))
+    else:
+        cats = merged.get("sglang_benchmark_workload_categories")
+        limit = merged.get("sglang_benchmark_workload_max_skipped_fraction")
+        try:
+            limit = workloads.MAX_SKIPPED_FRACTION if limit is None else float(limit)
+        except (TypeError, ValueError):
+            limit = None    # options.check below names the variable
+        why = options.workload_rows_problem(spec, basedir, cats if isinstance(cats, list) else None, limit) \
+            if limit is not None else None
+        if why:
+            problems.append("sglang_benchmark_workload=%s: %s. Fix: point the benchmark at a file whose rows are usable "
+                            "(see the skip reasons), raise sglang_benchmark_workload_max_skipped_fraction, or fix "
+                            "sglang_benchmark_workload_categories" % (_shown(spec), why))
 
     trace_file = merged.get("sglang_benchmark_trace_file") or ""
     trace_text, trace_requests = None, None

@@ -72,6 +72,8 @@ def test_named_workloads():
     builtin = "sha256:" + hashlib.sha256(json.dumps(BUILTIN_PROMPTS, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert wl.content_digest("builtin") == builtin
     assert wl.content_digest("auto") == builtin   # auto may send the built-in set
+    long_rows = json.dumps(wl.builtin_long_rows(), sort_keys=True, separators=(",", ":")).encode()
+    assert wl.content_digest("builtin-long") == "sha256:" + hashlib.sha256(long_rows).hexdigest() != builtin
 
 
 def test_relative_paths_resolve_like_the_action_plugin(tmp_path, monkeypatch):

@@ -143,6 +143,58 @@ def test_builtin_set_shape():
     assert len(rows) == len(BUILTIN_PROMPTS) and rows[0]["source"] == "builtin:1"
 
 
+def _prompts_of(cat):
+    return [t for c, t in BUILTIN_PROMPTS if c == cat]
+
+
+def test_builtin_long_row_shapes_by_hand():
+    math = _prompts_of("math")
+    # 1 token at 1.3 tokens per word: a goal of int(0.77) = 0 words, so no document at all; the i-th length takes the
+    # category's i-th prompt as its task
+    rows = wl.builtin_long_rows(lengths=(1, 1), categories=("math",))
+    assert [r["prompt"] for r in rows] == ["Reference material:\n\n\n\nTask: " + math[0],
+                                           "Reference material:\n\n\n\nTask: " + math[1]]
+    assert [r["source"] for r in rows] == ["builtin-long:math:1", "builtin-long:math:1"]
+    assert all(r["category"] == "math" and r["messages"] is None and r["output_len"] is None for r in rows)
+    # one token per word, a goal of the task's words + 1: the task alone is one word short, so exactly one document
+    # piece is added, the category's first prompt
+    goal = len(math[0].split()) + 1
+    (row,) = wl.builtin_long_rows(lengths=(goal,), categories=("math",), tokens_per_word=1.0, output_len=64)
+    assert row["prompt"] == "Reference material:\n\n%s\n\nTask: %s" % (math[0], math[0])
+    assert row["output_len"] == 64
+
+
+def test_builtin_long_reaches_each_length_and_stops_there():
+    rows = wl.builtin_long_rows()
+    assert len(rows) == len(CATEGORIES) * 4 == 40
+    assert [r["source"] for r in rows[:4]] == ["builtin-long:coding:%d" % n for n in (1000, 4000, 12000, 20000)]
+    for r in rows:
+        target = int(r["source"].rsplit(":", 1)[1])
+        goal = int(target / 1.3)
+        doc, task = r["prompt"][len("Reference material:\n\n"):].split("\n\nTask: ")
+        texts = _prompts_of(r["category"])
+        # the document is the category's prompts taken in turn from the first: find how many
+        k, built = 0, ""
+        while built != doc:
+            assert len(built) < len(doc), r["source"]
+            built = (built + "\n\n" if k else "") + texts[k % len(texts)]
+            k += 1
+        words = len(task.split()) + len(doc.split())
+        before = words - len(texts[(k - 1) % len(texts)].split()) if k else 0
+        # the task plus the document reach the goal, and without its last piece they did not
+        assert words >= goal and before < goal, r["source"]
+
+
+def test_builtin_long_is_a_named_workload_with_categories():
+    assert "builtin-long" in wl.NAMED_WORKLOADS
+    name, rows = wl.load_workload("builtin-long", categories=["rag"])
+    assert name == "builtin-long" and len(rows) == 4 and {r["category"] for r in rows} == {"rag"}
+    with pytest.raises(wl.WorkloadError, match="unknown category 'poetry'"):
+        wl.builtin_long_rows(categories=("poetry",))
+    with pytest.raises(wl.WorkloadError, match="lengths must be integers >= 1"):
+        wl.builtin_long_rows(lengths=(0,))
+
+
 def test_stratified_round_robin_and_sample():
     rows = [{"category": c, "prompt": "%s%d" % (c, i)} for c in ("a", "b", "c") for i in range(3)]
     pick = wl.stratified(rows, 7, seed=0)

@@ -17,7 +17,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._vars import benchma
 REPO = Path(__file__).resolve().parents[5]
 RUN_ID_FIX = "name the run like nextn-20261202 (or leave it empty: the role then uses a UTC timestamp)"
 WORKLOAD_FIX = ("Fix: name a prompt file (.json/.jsonl), a directory of them or a glob on the controller (absolute, or relative "
-                "to the playbook directory %s), or one of auto, random-ids, builtin")
+                "to the playbook directory %s), or one of auto, random-ids, builtin, builtin-long")
 PROMPT = '{"prompt": "Explain speculative decoding.", "category": "qa"}\n'
 
 
@@ -38,7 +38,7 @@ def test_the_role_defaults_pass(base):
     assert vb.benchmark_problems({}, str(base)) == []
 
 
-@pytest.mark.parametrize("spec", ["auto", "builtin", "random-ids", "prompts/good.jsonl", "prompts", "prompts/*.json*", "{base}/prompts/more.json"])
+@pytest.mark.parametrize("spec", ["auto", "builtin", "builtin-long", "random-ids", "prompts/good.jsonl", "prompts", "prompts/*.json*", "{base}/prompts/more.json"])
 def test_workloads_that_the_benchmark_can_read_pass(base, spec):
     assert vb.benchmark_problems({"sglang_benchmark_workload": spec.format(base=base)}, str(base)) == []
 
@@ -48,7 +48,7 @@ def test_a_missing_workload_path_is_refused_with_the_benchmarks_own_words(base):
     # Not found from the current directory, so taken from the playbook directory, as the benchmark does (workloads.locate).
     assert problems == [
         "sglang_benchmark_workload=\"prompts/missing.jsonl\": workload '%s/prompts/missing.jsonl': no such file or directory on "
-        "the controller, and not one of auto, random-ids, builtin; give a prompt file, a directory or a glob, or a named "
+        "the controller, and not one of auto, random-ids, builtin, builtin-long; give a prompt file, a directory or a glob, or a named "
         "workload. %s" % (base, WORKLOAD_FIX % base)]
 
 
@@ -212,3 +212,41 @@ def test_checks_benchmark_alone_is_the_roles_first_task(base):
     assert len(result["msg"]) == 2 and result["msg"][1].startswith("sglang_benchmark_workload=")
     assert run_preflight({"sglang_benchmark_workload": "prompts/good.jsonl"}, checks=("benchmark",), basedir=str(base)) == {
         "changed": False, "msg": "The variables of gpu1 passed."}
+
+
+ROWS_FIX = ("Fix: point the benchmark at a file whose rows are usable (see the skip reasons), raise "
+            "sglang_benchmark_workload_max_skipped_fraction, or fix sglang_benchmark_workload_categories")
+
+
+def test_a_mostly_broken_file_is_refused_in_preflight_with_its_lines(base):
+    # 1 usable row of 3: 2 skipped of 3 is 0.667 > 0.5, the default limit
+    (base / "broken.jsonl").write_text(PROMPT + "not json\n" + '{"category": "qa"}\n')
+    problems = vb.benchmark_problems({"sglang_benchmark_workload": "broken.jsonl"}, str(base))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith('sglang_benchmark_workload="broken.jsonl": workload %s/broken.jsonl' % base)
+    assert "line 2" in problems[0] and "not JSON" in problems[0] and "line 3" in problems[0] and "no prompt key" in problems[0]
+    assert problems[0].endswith(ROWS_FIX)
+    # the same file passes with the limit raised to 0.7 (0.667 is below it)
+    assert vb.benchmark_problems({"sglang_benchmark_workload": "broken.jsonl",
+                                  "sglang_benchmark_workload_max_skipped_fraction": 0.7}, str(base)) == []
+
+
+def test_a_category_filter_no_row_carries_is_refused_in_preflight(base):
+    problems = vb.benchmark_problems({"sglang_benchmark_workload": "prompts/good.jsonl",
+                                      "sglang_benchmark_workload_categories": ["math"]}, str(base))
+    assert len(problems) == 1 and "matches no row; its categories are qa" in problems[0], problems
+    problems = vb.benchmark_problems({"sglang_benchmark_workload": "builtin-long",
+                                      "sglang_benchmark_workload_categories": ["math", "poetry"]}, str(base))
+    assert problems == ["sglang_benchmark_workload=\"builtin-long\": workload_categories names ['poetry'], which the built-in "
+                        "set does not have (its categories are coding, math, reasoning, qa, summarization, rag, extraction, "
+                        "translation, writing, roleplay). " + ROWS_FIX]
+    problems = vb.benchmark_problems({"sglang_benchmark_workload": "random-ids",
+                                      "sglang_benchmark_workload_categories": ["math"]}, str(base))
+    assert len(problems) == 1 and "not random-ids" in problems[0], problems
+
+
+def test_a_file_above_the_preflight_read_limit_is_left_to_the_benchmark(base, mocker):
+    (base / "broken.jsonl").write_text("not json\n" * 3)
+    assert vb.benchmark_problems({"sglang_benchmark_workload": "broken.jsonl"}, str(base)) != []
+    mocker.patch("ansible_collections.llmops.sglang.plugins.module_utils._bench.options.PREFLIGHT_READ_BYTES", 10)
+    assert vb.benchmark_problems({"sglang_benchmark_workload": "broken.jsonl"}, str(base)) == []
