@@ -28,7 +28,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._vars.role_specs imp
 
 CHECKS = ("variables", "host", "benchmark")
 #: Roles whose argument-spec default stands for a setting the inventory leaves unset (they run after preflight).
-_DEFAULTS_FROM = ("nvidia_driver", "iommu", "nccl")
+_DEFAULTS_FROM = ("nvidia_driver", "iommu", "nccl", "sglang_server")
 
 
 class ActionModule(ActionBase):

@@ -262,8 +262,9 @@ lines:
 warnings_found:
   description: Warnings that matter, from the logs (48-request cap, radix cache disabled, custom all-reduce disabled, spec v2 on/off,
     C(accept_length_falling) from RV(accept_length_trend), ...) and from the server args (C(max_running_requests_capped) when the
-    server runs speculation at 48 running requests), each C({key, meaning, text}), with C(time) and C(rank) when the log line
-    carries them.
+    server runs speculation at 48 running requests; C(dp_attention_accept_length_one_rank) when attention DP is on and the accept
+    length does not come from the probe, since the scheduler's figure then covers one DP rank), each C({key, meaning, text}),
+    with C(time) and C(rank) when the log line carries them.
   returned: always
   type: list
   elements: dict
@@ -734,10 +735,19 @@ class Checker(object):
         summary += "; %d step switch(es) logged%s" % (len(switches), last)
         return {"log_read": True, "covers_start": covers, "switches": switches, "summary": summary}
 
-    def extra_warnings(self):
-        """Warnings derived from the server args (not from log lines)."""
+    def extra_warnings(self, accept_source=None):
+        """Warnings derived from the server args (not from log lines). ``accept_source``: where the accept length came from
+        (:meth:`accept_length_sources`), for the attention-DP warning."""
         found = []
         args, source = self.running_args()
+        if args.get("speculative_algorithm") and args.get("enable_dp_attention") and accept_source not in (None, "probe"):
+            # issue 21, a pitfall operators report: each DP rank runs its own scheduler; its Decode log line and its
+            # metrics cover the batch of that rank only, while the probe's meta_info is the request's own
+            found.append({"key": "dp_attention_accept_length_one_rank",
+                          "text": "enable_dp_attention is on in %s and the accept length comes from %s" % (source, accept_source),
+                          "meaning": "under attention DP the scheduler's accept length (Decode log line, /metrics) covers one DP rank's "
+                                     "requests, not the server's; use the per-request fields (probe: true, or the benchmark's "
+                                     "sglang backend meta_info)"})
         cap = SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
         if args.get("speculative_algorithm") and args.get("max_running_requests") == cap \
                 and normalize_expected(self.p["expected"]).get("max_running_requests") != cap:
@@ -821,7 +831,7 @@ def main():
     gen, gen_source = checker.gen_throughput()
     log = checker.log or {}
     warnings_found = [dict((k, w[k]) for k in ("key", "meaning", "text", "time", "rank") if k in w) for w in log.get("warnings", [])]
-    warnings_found.extend(checker.extra_warnings())
+    warnings_found.extend(checker.extra_warnings(accept_source))
     trend = accept_length_trend(log.get("decode_lines") or [], module.params["accept_length_drop_warn"])
     falling = falling_warning(trend)
     if falling is not None:

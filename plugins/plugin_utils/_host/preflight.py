@@ -20,7 +20,8 @@ prints. Each problem names the variable, the value, the reason and the fix (``"<
 - the driver against the CUDA floor of the image (:data:`.policy.CUDA_DRIVER_FLOORS`), a note when the host stage
   installs it;
 - the GPU architectures against the image's CUDA (:data:`.policy.CUDA_BY_ARCHITECTURE`);
-- the weights per GPU times the overhead factor against the smallest GPU's memory times mem_fraction_static;
+- the weights per GPU (the target's, plus a separate draft model's: :func:`draft_weights`) times the overhead factor
+  against the smallest GPU's memory times mem_fraction_static;
 - free disk for the weights (longest mount prefix of the weights' directory) unless they are downloaded already.
 
 Weights (GiB, 2**30 bytes): ``preflight_model_size_gib``, else ``params_billion x 1e9 x bytes_per_param``, else the model
@@ -41,8 +42,8 @@ VALUES = (
     "preflight_tp_size", "preflight_nnodes", "preflight_image_cuda_version", "preflight_driver_managed",
     "preflight_model_params_billion", "preflight_model_bytes_per_param", "preflight_model_size_gib", "preflight_model_metadata",
     "preflight_memory_overhead_factor", "preflight_mem_fraction_static", "preflight_model_path", "preflight_weights_dir",
-    "preflight_disk_check", "preflight_disk_reserve_gib",
-    "sglang_server_image", "nvidia_driver_branch", "nvidia_driver_flavour", "nvidia_driver_flavour_force",
+    "preflight_disk_check", "preflight_disk_reserve_gib", "preflight_draft_model_size_gib",
+    "sglang_server_image", "sglang_server_speculative_algorithm", "sglang_server_speculative_draft_model_path", "nvidia_driver_branch", "nvidia_driver_flavour", "nvidia_driver_flavour_force",
     "nvidia_driver_reboot_allowed", "iommu_mode", "iommu_force", "iommu_runtime_identity", "iommu_reboot_allowed",
     "nccl_p2p", "nccl_p2p_force", "nccl_gpu_indices",
 )
@@ -86,6 +87,29 @@ def weights(values, model_dir=None):
             _text(values.get("preflight_model_params_billion")), _text(values.get("preflight_model_bytes_per_param")))
     meta = model_meta(values, model_dir) or {}
     return float(meta.get("gib") or 0), "the model directory %s (%s)" % (values.get("preflight_model_path"), meta.get("detail") or "no metadata")
+
+
+def draft_weights(values):
+    """The separate draft model's weights in the memory estimate (issue 21, a pitfall operators report: SGLang's
+    ``mem_fraction_static`` pool holds the target's weights, the draft's weights and both KV caches, so a draft left out
+    of the estimate passes preflight and runs out of memory, or starves the KV cache, at start).
+
+    A draft is separate when speculation is on (``sglang_server_speculative_algorithm``), it is not NEXTN, and
+    ``sglang_server_speculative_draft_model_path`` names another model than ``preflight_model_path`` (EAGLE/EAGLE3 heads,
+    a STANDALONE small model). NEXTN, and EAGLE without a draft path, draft with the MTP layers inside the target's
+    weights, already counted. Returns ``(gib, notes)``: ``preflight_draft_model_size_gib`` (GiB, 0 when unknown or not
+    separate) and the notes saying what was counted or what is missing (list of str)."""
+    algorithm = str(values.get("sglang_server_speculative_algorithm") or "").upper()
+    draft = str(values.get("sglang_server_speculative_draft_model_path") or "")
+    if algorithm in ("", "NONE", "OFF", "NGRAM", "NEXTN") or not draft or draft == str(values.get("preflight_model_path") or ""):
+        return 0.0, []
+    size = _num(values.get("preflight_draft_model_size_gib"))
+    if size <= 0:
+        return 0.0, ["memory: the draft model %s (%s) is not in the estimate; set preflight_draft_model_size_gib (GiB of its "
+                     "weights) to count it. Its KV cache comes out of the same mem_fraction_static pool, so the target's KV "
+                     "cache is smaller than without speculation" % (draft, algorithm)]
+    return size, ["memory: the draft model %s (%s) adds preflight_draft_model_size_gib=%s GiB to the weights; its KV cache "
+                  "comes out of the same mem_fraction_static pool" % (draft, algorithm, _text(values.get("preflight_draft_model_size_gib")))]
 
 
 def uses_model_dir(values):
@@ -191,22 +215,26 @@ def host_checks(host, facts, os_facts, values, model_dir=None, mounts=None, conn
                         "preflight_model_size_gib (GiB of weights) so preflight does not read it" % (v.get("preflight_model_path"), model_dir["error"]))
 
     memories = [g.get("memory_total_mib") for g in gpu.get("gpus") or [] if isinstance(g.get("memory_total_mib"), (int, float))]
+    draft_gib, draft_notes = draft_weights(v)
     if weights_gib > 0 and memories:
         gpu_mem_gib = min(memories) / 1024.0
         overhead, fraction = v.get("preflight_memory_overhead_factor"), v.get("preflight_mem_fraction_static")
-        need = weights_gib / int(tp_size) * float(overhead)
+        # SGLang's draft worker runs with the target's tensor parallel size: its weights split over the same GPUs
+        need = (weights_gib + draft_gib) / int(tp_size) * float(overhead)
         have = gpu_mem_gib * float(fraction)
+        with_draft = " plus %s GiB of draft model" % _r1(draft_gib) if draft_gib else ""
         if need > have:
-            problems.append("%s says %s GiB of weights: %s GiB per GPU with tp %s and overhead x%s, but the smallest GPU has %s GiB x "
+            problems.append("%s says %s GiB of weights%s: %s GiB per GPU with tp %s and overhead x%s, but the smallest GPU has %s GiB x "
                             "mem_fraction_static %s = %s GiB. Fix: raise sglang_server_tp_size, use lower-precision weights (FP8), or raise "
-                            "sglang_server_mem_fraction_static." % (weights_source, _r1(weights_gib), _r1(need), _text(tp_size), _text(overhead),
-                                                                    _r1(gpu_mem_gib), _text(fraction), _r1(have)))
-        notes.append("memory: %s GiB of weights per GPU needed (x%s), %s GiB available (%s GiB x %s); weights from %s"
-                     % (_r1(need), _text(overhead), _r1(have), _r1(gpu_mem_gib), _text(fraction), weights_source))
+                            "sglang_server_mem_fraction_static." % (weights_source, _r1(weights_gib), with_draft, _r1(need), _text(tp_size),
+                                                                    _text(overhead), _r1(gpu_mem_gib), _text(fraction), _r1(have)))
+        notes.append("memory: %s GiB of weights per GPU needed (x%s), %s GiB available (%s GiB x %s); weights from %s%s"
+                     % (_r1(need), _text(overhead), _r1(have), _r1(gpu_mem_gib), _text(fraction), weights_source, with_draft))
     else:
         notes.append("memory check skipped: " + (
             "no model-size estimate (no model.safetensors.index.json or *.safetensors readable in %s on the host; set preflight_model_size_gib "
             "or preflight_model_params_billion)" % v.get("preflight_model_path") if weights_gib == 0 else "GPU memory unknown before the driver answers"))
+    notes.extend(draft_notes)
 
     model_path = str(v.get("preflight_model_path") or "")
     downloaded = model_path.startswith("/") and bool((model_dir or {}).get("config_json"))

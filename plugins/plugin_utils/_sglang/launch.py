@@ -352,7 +352,7 @@ def render_launch(description, version=None, context=None):
     spec = _render_speculative(r)
     _render_mamba(r, spec)
     _render_attention(r, spec)
-    _render_memory_and_graphs(r)
+    _render_memory_and_graphs(r, spec)
     _render_all_reduce(r)
     _render_observability(r)
     extra_start = len(r.argv)
@@ -897,8 +897,17 @@ def _render_attention(r, spec):
         r.expected["attention_backend"] = backend
 
 
-def _render_memory_and_graphs(r):
+def _render_memory_and_graphs(r, spec):
+    """Memory, limits and CUDA graph flags. ``spec``: :func:`_render_speculative`'s dict. Warns (issue 21, a pitfall
+    operators report) when speculative decoding is on and ``cuda_graph_max_bs`` is below ``max_running_requests``: the
+    decode batches above it run without CUDA graphs (eager), where a verify step costs several times more."""
     d = r.d
+    mrr, graphs = d["max_running_requests"], d["cuda_graph_max_bs"]
+    if (spec or {}).get("algorithm") and graphs is not None and mrr is not None and graphs < mrr and not d["disable_cuda_graph"]:
+        r.warnings.append("sglang_server_cuda_graph_max_bs %d is below sglang_server_max_running_requests %d with speculative "
+                          "decoding on: decode batches of %d to %d requests run without CUDA graphs (eager mode), which costs "
+                          "speculation its gain at that concurrency; raise sglang_server_cuda_graph_max_bs to %d, or lower "
+                          "sglang_server_max_running_requests" % (graphs, mrr, graphs + 1, mrr, mrr))
     if d["mem_fraction_static"] is not None:
         r.flag("--mem-fraction-static", _fmt_float(d["mem_fraction_static"]))
         r.expected["mem_fraction_static"] = d["mem_fraction_static"]

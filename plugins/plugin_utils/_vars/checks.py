@@ -206,6 +206,7 @@ RULES = {
     "preflight_image_cuda_version": ("str", _cuda_version, "set preflight_image_cuda_version to e.g. \"13.0\""),
     "preflight_model_params_billion": ("float", _at_least(0), "give the parameter count in billions, or 0 to skip the memory check"),
     "preflight_model_size_gib": ("float", _at_least(0), "give the weight size in GiB, or 0"),
+    "preflight_draft_model_size_gib": ("float", _at_least(0), "give the draft model's weight size in GiB, or 0"),
     "preflight_model_bytes_per_param": ("float", _between(0, 8, True, False), "BF16 2, FP8 1, FP4 0.5"),
     "preflight_memory_overhead_factor": ("float", _at_least(1), "e.g. 1.1"),
     "preflight_disk_reserve_gib": ("float", _at_least(0), "e.g. 20"),

@@ -74,6 +74,7 @@ ROLE_VARIABLES = (
                        'nvidia_driver_verify': {'default': True, 'type': 'bool'}},
      'preflight': {'preflight_disk_check': {'default': True, 'type': 'bool'},
                    'preflight_disk_reserve_gib': {'default': 20, 'type': 'float'},
+                   'preflight_draft_model_size_gib': {'default': 0, 'type': 'float'},
                    'preflight_driver_managed': {'default': True, 'type': 'bool'},
                    'preflight_fail': {'default': True, 'type': 'bool'},
                    'preflight_image_cuda_version': {'default': "{{ (sglang_server_image | default('') | regex_search('cu1[0-9][0-9]') or "

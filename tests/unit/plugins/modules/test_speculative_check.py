@@ -311,6 +311,23 @@ def test_48_cap_warning_from_server_args(mocker, capsys, sg, mtp_routes):
     assert res["verdicts"]["as_intended"]["status"] == "skip"
 
 
+def test_dp_attention_warns_when_the_accept_length_is_not_the_probes(mocker, capsys, sg, mtp_routes):
+    info = json.loads((sg / "server_info-mtp-v0.5.9.json").read_text())
+    info["enable_dp_attention"] = True
+    routes = dict(mtp_routes, **{"/server_info": (200, json.dumps(info))})
+    # with the probe (the default) the accept length is the request's own: no warning
+    code, dummy, dummy2 = run(mocker, {}, routes)
+    res = out(capsys)
+    assert code == 0 and res["accept_length_source"] == "probe"
+    assert "dp_attention_accept_length_one_rank" not in [w["key"] for w in res["warnings_found"]]
+    # without it the figure comes from a scheduler (one DP rank's): warned, naming the source
+    code, dummy, dummy2 = run(mocker, {"probe": False}, routes)
+    res = out(capsys)
+    assert res["accept_length_source"] in ("metrics", "server_info")
+    (warning,) = [w for w in res["warnings_found"] if w["key"] == "dp_attention_accept_length_one_rank"]
+    assert warning["text"] == "enable_dp_attention is on in server_info and the accept length comes from %s" % res["accept_length_source"]
+
+
 def test_values_equal_rules():
     eq = speculative_check.values_equal
     assert eq("tp_size", "4", 4) and eq("mem_fraction_static", 0.85, 0.8500000001)

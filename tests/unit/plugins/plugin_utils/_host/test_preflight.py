@@ -112,3 +112,31 @@ def test_cuda_tables():
     assert policy.cuda_architecture_support("Blackwell", "12.10") is None          # 12.10 > 12.8 numerically
     assert policy.cuda_architecture_support("Volta", "13.0") == {"max": "12.9"}
     assert policy.cuda_architecture_support("Hopper", "13.0") is None
+
+
+def test_a_separate_draft_models_weights_count_in_the_memory_check():
+    # EAGLE3 with a 2.5 GiB draft: (227.24 + 2.5) / tp 4 x 1.1 = 63.18 GiB per GPU (62.49 without it); 81.25 available
+    out = check(sglang_server_speculative_algorithm="EAGLE3", sglang_server_speculative_draft_model_path="org/eagle3-head",
+                preflight_draft_model_size_gib=2.5)
+    assert out["problems"] == []
+    assert "memory: 63.2 GiB of weights per GPU needed (x1.1), 81.3 GiB available (95.6 GiB x 0.85); weights from " \
+           "preflight_model_params_billion=122 (x 2 bytes/param) plus 2.5 GiB of draft model" in out["notes"]
+    assert "memory: the draft model org/eagle3-head (EAGLE3) adds preflight_draft_model_size_gib=2.5 GiB to the weights; its " \
+           "KV cache comes out of the same mem_fraction_static pool" in out["notes"]
+    # a 70 GiB draft: (227.24 + 70) / 4 x 1.1 = 81.74 > 81.25 GiB: refused, naming the draft
+    out = check(sglang_server_speculative_algorithm="EAGLE3", sglang_server_speculative_draft_model_path="org/big-draft",
+                preflight_draft_model_size_gib=70)
+    (problem,) = out["problems"]
+    assert problem.startswith("preflight_model_params_billion=122 (x 2 bytes/param) says 227.2 GiB of weights plus 70.0 GiB "
+                              "of draft model: 81.7 GiB per GPU with tp 4 and overhead x1.1, but the smallest GPU has 95.6 GiB")
+
+
+def test_a_draft_not_counted_gets_a_note_and_nextn_counts_nothing_more():
+    out = check(sglang_server_speculative_algorithm="EAGLE", sglang_server_speculative_draft_model_path="org/eagle-head")
+    assert out["problems"] == []
+    assert any(n.startswith("memory: the draft model org/eagle-head (EAGLE) is not in the estimate; set "
+                            "preflight_draft_model_size_gib") for n in out["notes"])
+    # NEXTN drafts with the target's own MTP layers: the estimate is the reference's, 62.5 GiB per GPU, and no draft note
+    nextn = check(sglang_server_speculative_algorithm="NEXTN", sglang_server_speculative_draft_model_path="org/other",
+                  preflight_draft_model_size_gib=5)
+    assert nextn["notes"] == check()["notes"]

@@ -241,6 +241,20 @@ def test_auto_spec_params_unknown_architecture_warns():
     assert any("sglang_server_model_architecture is unset" in w for w in out["warnings"])
 
 
+def test_cuda_graph_max_bs_below_max_running_requests_warns_under_speculation_only():
+    # 16 < 64 with NEXTN: batches of 17 to 64 decode without CUDA graphs (issue 21 pitfall)
+    out = render(version="0.5.9", cuda_graph_max_bs=16)
+    assert out["warnings"] == [
+        "sglang_server_cuda_graph_max_bs 16 is below sglang_server_max_running_requests 64 with speculative decoding on: "
+        "decode batches of 17 to 64 requests run without CUDA graphs (eager mode), which costs speculation its gain at "
+        "that concurrency; raise sglang_server_cuda_graph_max_bs to 64, or lower sglang_server_max_running_requests"]
+    assert "--cuda-graph-max-bs" in out["argv"]                      # a warning, the value is still rendered
+    assert render(version="0.5.9", cuda_graph_max_bs=64)["warnings"] == []        # equal: every batch has a graph
+    off = render(version="0.5.9", cuda_graph_max_bs=16, speculative_algorithm=None, speculative_num_steps=None,
+                 speculative_eagle_topk=None, speculative_num_draft_tokens=None)
+    assert not any("cuda_graph_max_bs" in w for w in off["warnings"])           # no speculation, no speculative cost
+
+
 def test_eagle3_renders_draft_path_and_no_mamba_for_dense_model():
     desc = {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "speculative_algorithm": "EAGLE3",
             "speculative_draft_model_path": "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
