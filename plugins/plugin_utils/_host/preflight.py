@@ -43,7 +43,8 @@ VALUES = (
     "preflight_model_params_billion", "preflight_model_bytes_per_param", "preflight_model_size_gib", "preflight_model_metadata",
     "preflight_memory_overhead_factor", "preflight_mem_fraction_static", "preflight_model_path", "preflight_weights_dir",
     "preflight_disk_check", "preflight_disk_reserve_gib", "preflight_draft_model_size_gib",
-    "sglang_server_image", "sglang_server_speculative_algorithm", "sglang_server_speculative_draft_model_path", "nvidia_driver_branch", "nvidia_driver_flavour", "nvidia_driver_flavour_force",
+    "sglang_server_image", "sglang_server_speculative_algorithm", "sglang_server_speculative_draft_model_path",
+    "nvidia_driver_branch", "nvidia_driver_flavour", "nvidia_driver_flavour_force",
     "nvidia_driver_reboot_allowed", "iommu_mode", "iommu_force", "iommu_runtime_identity", "iommu_reboot_allowed",
     "nccl_p2p", "nccl_p2p_force", "nccl_gpu_indices",
 )

@@ -38,7 +38,8 @@ def test_the_role_defaults_pass(base):
     assert vb.benchmark_problems({}, str(base)) == []
 
 
-@pytest.mark.parametrize("spec", ["auto", "builtin", "builtin-long", "random-ids", "prompts/good.jsonl", "prompts", "prompts/*.json*", "{base}/prompts/more.json"])
+@pytest.mark.parametrize("spec", ["auto", "builtin", "builtin-long", "random-ids", "prompts/good.jsonl", "prompts", "prompts/*.json*",
+                                  "{base}/prompts/more.json"])
 def test_workloads_that_the_benchmark_can_read_pass(base, spec):
     assert vb.benchmark_problems({"sglang_benchmark_workload": spec.format(base=base)}, str(base)) == []
 
