@@ -43,6 +43,7 @@ import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import arrivals
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import conversations
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import phases as bench_phases
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import RequestResult
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.workloads import row_messages, row_text, row_turns, stratified
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.sse import SSEDecoder, generate_chunk_progress, parse_openai_chunk
@@ -753,6 +754,105 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
             if not tsk.done():
                 tsk.cancel()
     return flatten(prompts, results, runner.abort_reason or "not sent"), duration
+
+
+async def _run_phases(target, prompts, phases, abort_after, progress, on_phase):
+    runner = _Runner(target)
+    bounds = [0.0]
+    for ph in phases:
+        bounds.append(bounds[-1] + ph["duration_s"])
+    total = bounds[-1]
+    bodies = [request_body(target, p) for p in prompts]
+    results = []
+    state = {"next": 0}
+    wd = asyncio.ensure_future(runner.watchdog())
+    start = time.perf_counter()
+
+    def phase_now(t):
+        for k in range(len(phases)):
+            if t < bounds[k + 1]:
+                return k
+        return None
+
+    async def announcer():
+        # calls on_phase(k) at each phase start, from the event loop (the caller samples the server there)
+        for k in range(len(phases)):
+            delay = start + bounds[k] - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if on_phase is not None:
+                on_phase(k)
+
+    async def worker(j):
+        while True:
+            now = time.perf_counter() - start
+            k = phase_now(now)
+            if k is None or runner.abort_reason:
+                return
+            if j >= phases[k]["concurrency"]:
+                # above this phase's cap: idle until the next phase starts
+                await asyncio.sleep(max(bounds[k + 1] - now, 0.001))
+                continue
+            i = state["next"] % len(prompts)
+            state["next"] += 1
+            res = await runner.one(prompts[i], bodies[i])
+            results.append(res)
+            if abort_after and runner.consecutive_failures >= abort_after and not runner.abort_reason:
+                runner.abort_reason = "the moving load was aborted after %d consecutive failed requests (last: %s)" % (
+                    runner.consecutive_failures, res.error)
+            if progress is not None:
+                progress(len(results) - 1, res)
+
+    top = max(ph["concurrency"] for ph in phases)
+    tasks = [asyncio.ensure_future(worker(j)) for j in range(top)]
+    ann = asyncio.ensure_future(announcer())
+    try:
+        await asyncio.gather(*tasks)
+        duration = time.perf_counter() - start
+    finally:
+        wd.cancel()
+        ann.cancel()
+        for tsk in tasks:
+            if not tsk.done():
+                tsk.cancel()
+    results.sort(key=lambda r: r.start_time)
+    return results, duration, start, total
+
+
+def run_phases(target, prompts, phases, abort_after_failures=0, progress=None, on_phase=None):
+    """A moving closed-loop load (:mod:`.phases`): for each phase in turn, at most its ``concurrency`` requests in flight
+    for its ``duration_s`` seconds, every finished request replaced at once by the next prompt (``prompts`` cycled in
+    order). At a boundary to a lower cap the requests above it finish (none is cut); no request starts after the last
+    phase ends, and the run ends when the last one in flight does.
+
+    Args:
+      target (Target): server, backend and timeouts.
+      prompts (list of Prompt): single-turn prompts, cycled (a conversation's turns are refused).
+      phases (list of dict): ``{"concurrency": int >= 1, "duration_s": float > 0}``, checked by
+        :func:`.phases.check_phases`.
+      abort_after_failures (int): stop starting requests after this many consecutive failures (0 = never).
+      progress (callable or None): ``progress(index, RequestResult)`` after each request.
+      on_phase (callable or None): ``on_phase(k)`` at the start of phase ``k`` (0-based), e.g. to sample the
+        server's ``sglang:spec_num_steps``; it runs on the event loop, so it must be quick.
+
+    Returns ``(results, duration_s, start, total_s)``: the :class:`RequestResult` of every request sent, in start
+    order; the wall time (s) from the start to the end of the last request; the ``time.perf_counter()`` value the
+    phase offsets count from (for :func:`.phases.phase_metrics`); the phases' total (s).
+    Raises BenchError for empty prompts, a conversation prompt, or bad phases; never for server-side failures.
+    """
+    try:
+        phases = bench_phases.check_phases(phases)
+    except bench_phases.PhaseError as exc:
+        raise BenchError(str(exc))
+    if not prompts:
+        raise BenchError("a moving load needs at least one prompt")
+    if any(p.turns for p in prompts):
+        raise BenchError("a moving load sends single prompts; multi-turn conversations are not supported with phases")
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(_run_phases(target, prompts, phases, abort_after_failures, progress, on_phase))
+    finally:
+        loop.close()
 
 
 def flatten(prompts, results, reason):
