@@ -169,7 +169,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils._report.files import
     ReportWriteError, plot_dir, read_back, run_id_problem, write_report_files,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils._report.benchmark import (
-    ReportError, ab_markdown, category_markdown, category_rows, compare, input_bucket_markdown, input_bucket_rows,
+    ReportError, ab_markdown, category_markdown, category_rows, compare, input_bucket_markdown, input_bucket_rows, phase_markdown,
+    phase_rows,
     input_bucket_warnings, jsonl_line, level_key, markdown_table, plot_series,
     run_warnings, summary_rows, workload_rows,
 )
@@ -380,6 +381,9 @@ def summary_md(title, host, run_id, records, ab_md=None):
     cat_md = category_markdown(records)
     if cat_md:
         lines += ["## Per category (workload `%s`)" % first.get("dataset_name"), "", cat_md, ""]
+    phase_md = phase_markdown(records)
+    if phase_md:
+        lines += ["## Per phase (a load that moves)", "", phase_md, ""]
     bucket_md = input_bucket_markdown(records)
     if bucket_md:
         lines += ["## Accept length by input length", "", bucket_md, ""]
@@ -478,6 +482,7 @@ def main():
                                      "categories": category_rows(records), "warnings": run_warnings(records),
                                      "input_length_buckets": input_bucket_rows(records),
                                      "input_length_warnings": input_bucket_warnings(records),
+                                     "phases": phase_rows(records),
                                      "workload_rows": workload_rows(records),
                                      "records": records}, indent=1, sort_keys=True, default=str) + "\n").encode("utf-8"),
         "summary.md": md.encode("utf-8"),

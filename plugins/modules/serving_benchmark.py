@@ -193,6 +193,24 @@ options:
       given, a repeated level measured again, O(extra_concurrency) last.
     type: bool
     default: false
+  phases:
+    description:
+      - A load that moves (closed loop) - a list of phases, each C({concurrency, duration_s}), run in order. For
+        C(duration_s) seconds at most C(concurrency) requests are in flight, each finished request replaced at once by
+        the next prompt. At a phase boundary a lower cap lets the requests above it finish (none is cut). No request
+        starts after the last phase ends. SGLang's adaptive speculative decoding picks its draft length per batch-size
+        bucket at run time, so a load that moves through the buckets is how a tuned table is proven.
+      - The phases replace the concurrency levels - the sweep is one level, named after them, whose O(max_concurrency)
+        is the highest phase's. The prompts cycle through a pool of O(num_prompts) (at least
+        O(prompts_per_concurrency) x that concurrency).
+      - The level's record carries C(phases) - per phase C(phase), C(concurrency), C(duration_s), C(start_s),
+        C(end_s), C(requests) and C(failed) (the requests started in the phase), C(output_throughput) (tok/s of the
+        output tokens that arrived inside the phase's window), C(mean_in_flight) (time-weighted requests in flight in
+        the window), C(tpot_p50_ms), C(decode_tok_s_per_req) and C(accept_length) (of the requests started in it).
+      - Not with O(request_rate), O(trace), O(shared_prefix), O(multi_turn) or O(client_processes) above 1.
+    type: list
+    elements: dict
+    default: []
   stop_on_failure:
     description: After a level that failed (a missed gate, failed requests beyond O(gates.max_failed_fraction), or no
       measurement at all), skip the remaining levels. Their count is shown in the level's line. (The action plugin runs the
@@ -225,6 +243,10 @@ options:
         description: The level's name in lines and messages, for example C(concurrency 4).
         type: str
         required: true
+      phases:
+        description: The phases of a moving load (see O(phases)), normalized; absent for a fixed level.
+        type: list
+        elements: dict
   variable_names:
     description:
       - The caller's name of an option, used in messages instead of the option's (a key per option, C(gates.<gate>) and
@@ -542,7 +564,8 @@ records:
       C(requests), C(completed), C(mean_prompt_tokens), C(mean_ttft_ms), C(median_ttft_ms), C(mean_e2e_latency_ms),
       C(cached_tokens), C(cached_fraction)). Without O(multi_turn) C(multi_turn) is false and the others are null."
     - "Traffic and SLO keys: C(dataset_name) (C(random-ids), C(generated-shared-prefix) or C(mooncake)); C(arrival)
-      (C(all-at-once), C(poisson), C(gamma) or C(trace)); C(burstiness); C(trace_time_scale); C(cached_tokens) (sum of
+      (C(all-at-once), C(poisson), C(gamma), C(trace) or C(phases)); C(phases) (a moving load's per-phase metrics, see
+      O(phases)); C(burstiness); C(trace_time_scale); C(cached_tokens) (sum of
       C(meta_info.cached_tokens), the server's prefix-cache hits, null when not reported); C(slo) (the thresholds, ms);
       C(goodput) (req/s); C(goodput_completed); C(goodput_fraction). The goodput keys are null without O(slo)."
     - "Workload keys: C(dataset_name) (the workload: C(random-ids), C(builtin) or the file spec), C(workload_prompts) (rows
@@ -657,6 +680,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import arrivals
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bench_client
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import phases as bench_phases
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import processes as bench_multi
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import options
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import plan as bench_plan
@@ -851,10 +875,20 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         server_side = params["backend"] != "sglang" and bool((speculative or {}).get("algorithm")) and scrape is not None
         before = scrape() if server_side else None
-        results, duration, _warm = bench_multi.run_benchmark_processes(
-            target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
-            request_rate=lv["request_rate"], burstiness=params.get("burstiness", 1.0), arrival_offsets=offsets,
-            warmup_prompts=warm, seed=seed, abort_after_failures=params["abort_after_failures"])
+        phase_rows = None
+        if lv.get("phases"):
+            # a moving load (issue 21): the prompts are the pool the closed loop cycles through
+            if warm:
+                bench_client.run_benchmark(target, warm, max_concurrency=len(warm))
+            results, duration, load_start, _total = bench_client.run_phases(target, prompts, lv["phases"],
+                                                                           params["abort_after_failures"])
+            phase_rows = bench_phases.phase_metrics(results, lv["phases"], load_start)
+            prompts = [prompts[i % len(prompts)] for i in range(len(results))]
+        else:
+            results, duration, _warm = bench_multi.run_benchmark_processes(
+                target, prompts, processes=params.get("client_processes") or 1, max_concurrency=lv["max_concurrency"],
+                request_rate=lv["request_rate"], burstiness=params.get("burstiness", 1.0), arrival_offsets=offsets,
+                warmup_prompts=warm, seed=seed, abort_after_failures=params["abort_after_failures"])
         metrics = level_metrics(results, duration, slo=slo)
         source = "responses" if metrics.get("accept_length") is not None else None
         spec_warning = None
@@ -866,7 +900,7 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
             if params.get("multi_turn"):
                 details[-1]["conversation_ids"] = [r.conversation for r in results]
                 details[-1]["turn_indices"] = [r.turn for r in results]
-        kind = arrival_kind(params, lv, trace_records)
+        kind = "phases" if phase_rows is not None else arrival_kind(params, lv, trace_records)
         config = {"backend": params["backend"], "max_concurrency": lv["max_concurrency"], "request_rate": lv["request_rate"],
                   "random_input_len": params["input_len"], "random_output_len": params["output_len"],
                   "random_range_ratio": params["range_ratio"], "tag": params["tag"] or None, "num_prompts": lv["num_prompts"],
@@ -881,6 +915,8 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
         meta.update(multi_turn_fields(params, prompts, results))
         if spec_warning:
             meta["warnings"] = meta["warnings"] + [spec_warning]
+        if phase_rows is not None:
+            meta["phases"] = phase_rows
         rec = make_record(metrics, config, server_info=server_info or None, meta=meta)
         records.append(rec)
         for e in metrics["error_kinds"]:

@@ -43,3 +43,33 @@ def test_a_conversation_or_bad_phases_are_refused_before_a_request(sglang_sim):
             bc.run_phases(bc.Target(srv.url), prompts, phases)
     with pytest.raises(bc.BenchError, match="at least one prompt"):
         bc.run_phases(bc.Target(srv.url), [], [{"concurrency": 1, "duration_s": 1}])
+
+
+def test_the_benchmark_role_runs_a_moving_load_and_records_each_phase(sglang_sim, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    srv = sglang_sim(ON_ARGS + ["--enable-metrics"])
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpu_hosts]\nsimhost ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    reports = tmp_path / "reports"
+    extra = {"sglang_benchmark_state_dir": str(tmp_path / "state"), "sglang_benchmark_url": srv.url,
+             "sglang_benchmark_workload": "builtin", "sglang_benchmark_output_len": 24, "sglang_benchmark_num_prompts": 30,
+             "sglang_benchmark_phases": [{"concurrency": 1, "duration_s": 1.5}, {"concurrency": 4, "duration_s": 1.5}],
+             "sglang_benchmark_report_dir": str(reports), "sglang_benchmark_run_id": "moving", "sglang_benchmark_plots": False}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+                           str(repo / "playbooks" / "benchmark.yml"), "-e", json.dumps(extra)], cwd=str(repo),
+                          env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_NOCOLOR="1"),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    (rec,) = [json.loads(line) for line in (reports / "simhost" / "moving" / "results.jsonl").read_text().splitlines()]
+    assert rec["arrival"] == "phases" and rec["max_concurrency"] == 4
+    assert [p["concurrency"] for p in rec["phases"]] == [1, 4]
+    assert 0.85 <= rec["phases"][0]["mean_in_flight"] <= 1.0 and 3.3 <= rec["phases"][1]["mean_in_flight"] <= 4.0
+    assert sum(p["requests"] for p in rec["phases"]) == rec["completed"] + rec.get("failed", 0)
+    assert "moving load 1/4 (3 s)" in proc.stdout
+    md = (reports / "simhost" / "moving" / "summary.md").read_text()
+    assert "## Per phase (a load that moves)" in md and "| 1 | 2 | 4 | 1.5 |" in md

@@ -793,15 +793,15 @@ async def _run_phases(target, prompts, phases, abort_after, progress, on_phase):
                 # above this phase's cap: idle until the next phase starts
                 await asyncio.sleep(max(bounds[k + 1] - now, 0.001))
                 continue
-            i = state["next"] % len(prompts)
+            sent = state["next"]
             state["next"] += 1
-            res = await runner.one(prompts[i], bodies[i])
-            results.append(res)
+            res = await runner.one(prompts[sent % len(prompts)], bodies[sent % len(prompts)])
+            results.append((sent, res))
             if abort_after and runner.consecutive_failures >= abort_after and not runner.abort_reason:
                 runner.abort_reason = "the moving load was aborted after %d consecutive failed requests (last: %s)" % (
                     runner.consecutive_failures, res.error)
             if progress is not None:
-                progress(len(results) - 1, res)
+                progress(sent, res)
 
     top = max(ph["concurrency"] for ph in phases)
     tasks = [asyncio.ensure_future(worker(j)) for j in range(top)]
@@ -815,8 +815,8 @@ async def _run_phases(target, prompts, phases, abort_after, progress, on_phase):
         for tsk in tasks:
             if not tsk.done():
                 tsk.cancel()
-    results.sort(key=lambda r: r.start_time)
-    return results, duration, start, total
+    results.sort(key=lambda pair: pair[0])
+    return [res for _sent, res in results], duration, start, total
 
 
 def run_phases(target, prompts, phases, abort_after_failures=0, progress=None, on_phase=None):
@@ -835,8 +835,8 @@ def run_phases(target, prompts, phases, abort_after_failures=0, progress=None, o
       on_phase (callable or None): ``on_phase(k)`` at the start of phase ``k`` (0-based), e.g. to sample the
         server's ``sglang:spec_num_steps``; it runs on the event loop, so it must be quick.
 
-    Returns ``(results, duration_s, start, total_s)``: the :class:`RequestResult` of every request sent, in start
-    order; the wall time (s) from the start to the end of the last request; the ``time.perf_counter()`` value the
+    Returns ``(results, duration_s, start, total_s)``: the :class:`RequestResult` of every request sent, in the order
+    they were sent (which is their start order): ``results[i]`` answered ``prompts[i % len(prompts)]``; the wall time (s) from the start to the end of the last request; the ``time.perf_counter()`` value the
     phase offsets count from (for :func:`.phases.phase_metrics`); the phases' total (s).
     Raises BenchError for empty prompts, a conversation prompt, or bad phases; never for server-side failures.
     """

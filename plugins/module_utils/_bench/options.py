@@ -17,6 +17,7 @@ import os
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import phases as bench_phases
 from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.plan import PLAN_ARGUMENT_SPEC, option_name
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import normalize_slo
@@ -258,6 +259,19 @@ def validate_traffic(params, n):
         if params.get("trace") or params.get("shared_prefix"):
             errs.append("%s=true and %s are two workloads; set one of them"
                         % (n("multi_turn"), n("trace") if params.get("trace") else n("shared_prefix")))
+    if params.get("phases"):
+        try:
+            bench_phases.check_phases(params["phases"], n("phases"))
+        except bench_phases.PhaseError as exc:
+            errs.append(str(exc))
+        for other, why in (("request_rate", params.get("request_rate")), ("trace", params.get("trace")),
+                           ("shared_prefix", params.get("shared_prefix")), ("multi_turn", params.get("multi_turn"))):
+            if why:
+                errs.append("%s and %s: a moving load is a closed loop of single prompts per phase (each phase's concurrency "
+                            "sets the load); leave %s unset, or %s empty" % (n("phases"), n(other), n(other), n("phases")))
+        if (params.get("client_processes") or 1) > 1:
+            errs.append("%s=%r: a moving load runs in one client process; set %s to 1" % (
+                n("client_processes"), params.get("client_processes"), n("client_processes")))
     mt = params.get("multi_turn_max_turns", 0)
     if mt is None or mt < 0:
         errs.append("%s=%r: must be >= 0 (0 = every turn of each conversation)" % (n("multi_turn_max_turns"), mt))

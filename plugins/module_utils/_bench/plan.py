@@ -26,6 +26,8 @@ import math
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import phases as bench_phases
+
 #: The options of serving_benchmark that shape the plan (a part of the module's argument spec).
 PLAN_ARGUMENT_SPEC = dict(
     max_concurrency=dict(type="list", elements="int", default=[1]),
@@ -34,12 +36,14 @@ PLAN_ARGUMENT_SPEC = dict(
     prompts_per_concurrency=dict(type="int", default=0),
     extra_concurrency=dict(type="list", elements="int", default=[]),
     sort_levels=dict(type="bool", default=False),
+    phases=dict(type="list", elements="dict", default=[]),
     levels=dict(type="list", elements="dict", options=dict(
         max_concurrency=dict(type="int"),
         request_rate=dict(type="float"),
         num_prompts=dict(type="int", required=True),
         waves=dict(type="float", default=1.0),
         name=dict(type="str", required=True),
+        phases=dict(type="list", elements="dict"),
     )),
 )
 
@@ -149,7 +153,8 @@ def check_lists(options, names=None):
 def plan_sweep(options, trace_requests=None, names=None):
     """The sweep of serving_benchmark's options (a dict; values as given in the task, defaults from
     :data:`PLAN_ARGUMENT_SPEC` where missing): :func:`plan_levels` over ``max_concurrency``, ``request_rate``,
-    ``num_prompts``, ``prompts_per_concurrency``, ``extra_concurrency``, ``sort_levels`` and ``shared_prefix``.
+    ``num_prompts``, ``prompts_per_concurrency``, ``extra_concurrency``, ``sort_levels`` and ``shared_prefix``; with
+    ``phases`` (a moving load) the one level of :func:`moving_level` instead.
 
     ``trace_requests``: the number of requests of the replayed trace (None without one). ``names``: the caller's name of
     each option, for messages (:func:`option_name`). Raises PlanError naming the option (or the caller's variable), the
@@ -171,9 +176,30 @@ def plan_sweep(options, trace_requests=None, names=None):
         sort_levels = boolean(get("sort_levels"))
     except TypeError as exc:
         raise PlanError("%s=%r: %s" % (option_name(names, "sort_levels"), options.get("sort_levels"), exc))
+    if options.get("phases"):
+        return [moving_level(options.get("phases"), num_prompts, per_slot, names)]
     return plan_levels(get("max_concurrency"), get("request_rate"), num_prompts, per_slot, get("extra_concurrency"),
                        variables=tuple(option_name(names, o) for o in LIST_OPTIONS), sort_unique=sort_levels,
                        trace_requests=trace_requests, shared_prefix=gsp)
+
+
+def moving_level(phases, num_prompts, prompts_per_concurrency=0, names=None):
+    """The one level of a moving load (option ``phases``, :mod:`.phases`): the phases replace the concurrency levels.
+
+    Returns a level as :func:`plan_levels` gives them, plus ``phases`` (normalized): ``max_concurrency`` the highest
+    phase's, ``request_rate`` None, ``num_prompts`` the prompt pool the closed loop cycles through (``num_prompts``, at
+    least ``prompts_per_concurrency`` x the highest concurrency), ``waves`` the phases' total seconds (the ETA's unit),
+    ``name`` ``moving load 1/8/32 (90 s)``. Raises PlanError naming the option (or the caller's variable).
+    """
+    try:
+        checked = bench_phases.check_phases(phases, option_name(names, "phases"))
+    except bench_phases.PhaseError as exc:
+        raise PlanError(str(exc))
+    top = max(p["concurrency"] for p in checked)
+    total = sum(p["duration_s"] for p in checked)
+    return {"max_concurrency": top, "request_rate": None, "num_prompts": max(int(num_prompts), int(prompts_per_concurrency or 0) * top),
+            "waves": round(total, 3), "phases": checked,
+            "name": "moving load %s (%g s)" % ("/".join(str(p["concurrency"]) for p in checked), total)}
 
 
 def check_levels(levels, name="levels"):

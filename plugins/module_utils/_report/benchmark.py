@@ -325,6 +325,31 @@ def input_bucket_markdown(records):
     return "\n".join(lines)
 
 
+def phase_rows(records):
+    """Per level and phase rows of a moving load: ``{level, phase, concurrency, duration_s, requests, failed,
+    output_throughput, mean_in_flight, tpot_p50_ms, decode_tok_s_per_req, accept_length}`` from the records' ``phases``
+    blocks (serving_benchmark option ``phases``, ``_bench/phases.phase_metrics``); empty for records without them."""
+    keys = ("phase", "concurrency", "duration_s", "requests", "failed", "output_throughput", "mean_in_flight", "tpot_p50_ms",
+            "decode_tok_s_per_req", "accept_length")
+    return [dict([("level", rec.get("level", i + 1))] + [(k, ph.get(k)) for k in keys])
+            for i, rec in enumerate(records) for ph in (rec.get("phases") or [])]
+
+
+def phase_markdown(records):
+    """Markdown table of :func:`phase_rows` ('' without a moving load)."""
+    rows = phase_rows(records)
+    if not rows:
+        return ""
+    lines = ["| level | phase | concurrency | s | requests | failed | output tok/s | in flight | TPOT p50 ms | decode tok/s/req "
+             "| accept len |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %s |" % " | ".join([
+            _fmt(r["level"]), _fmt(r["phase"]), _fmt(r["concurrency"]), _fmt(r["duration_s"]), _fmt(r["requests"]),
+            _fmt(r["failed"]), _fmt(r["output_throughput"]), _fmt(r["mean_in_flight"]), _fmt(r["tpot_p50_ms"], 2),
+            _fmt(r["decode_tok_s_per_req"]), _fmt(r["accept_length"], 2)]))
+    return "\n".join(lines)
+
+
 def input_bucket_warnings(records):
     """One warning per level whose accept length in a long input bucket (:data:`LONG_BUCKETS`) is below
     :data:`LONG_CONTEXT_MIN_ACCEPT_LENGTH` while its shortest bucket's is not: a draft that works on short prompts and

@@ -47,7 +47,7 @@ OPTION_VARIABLES = {
     "prompts_per_concurrency": "sglang_benchmark_prompts_per_concurrency", "burstiness": "sglang_benchmark_burstiness",
     "trace": "sglang_benchmark_trace_file", "trace_time_scale": "sglang_benchmark_trace_time_scale",
     "trace_block_size": "sglang_benchmark_trace_block_size", "trace_max_requests": "sglang_benchmark_trace_max_requests",
-    "shared_prefix": "sglang_benchmark_shared_prefix", "client_processes": "sglang_benchmark_client_processes",
+    "shared_prefix": "sglang_benchmark_shared_prefix", "phases": "sglang_benchmark_phases", "client_processes": "sglang_benchmark_client_processes",
     "multi_turn": "sglang_benchmark_multi_turn", "multi_turn_max_turns": "sglang_benchmark_multi_turn_max_turns",
     "warmup_requests": "sglang_benchmark_warmup_requests", "seed": "sglang_benchmark_seed",
     "timeout": "sglang_benchmark_timeout", "stall_timeout": "sglang_benchmark_stall_timeout",

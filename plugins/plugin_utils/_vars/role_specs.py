@@ -117,6 +117,7 @@ ROLE_VARIABLES = (
                           'sglang_benchmark_multi_turn_max_turns': {'default': 8, 'type': 'int'},
                           'sglang_benchmark_num_prompts': {'default': 16, 'type': 'int'},
                           'sglang_benchmark_output_len': {'default': 1000, 'type': 'int'},
+                          'sglang_benchmark_phases': {'default': [], 'elements': 'dict', 'type': 'list'},
                           'sglang_benchmark_plots': {'default': True, 'type': 'bool'},
                           'sglang_benchmark_print_table': {'default': True, 'type': 'bool'},
                           'sglang_benchmark_prompts_per_concurrency': {'default': 4, 'type': 'int'},

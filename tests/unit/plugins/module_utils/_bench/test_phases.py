@@ -54,13 +54,15 @@ def test_phase_metrics_by_hand():
     b = RequestResult(prompt_len=10, output_len=3, success=True, start_time=102.0, ttft=0.2, latency=1.0,
                       itl=[0.4, 0.4], spec_verify_ct=1)
     c = RequestResult(prompt_len=10, success=False, start_time=102.5, latency=0.5, error="HTTP 500")
-    one, two = bp.phase_metrics([a, b, c], phases, start=100.0)
+    # D: started 0.001 s after the end (the client let it go just before): counted in the last phase, no token inside
+    d = RequestResult(prompt_len=10, output_len=2, success=True, start_time=104.001, ttft=0.1, latency=0.2, itl=[0.1])
+    one, two = bp.phase_metrics([a, b, c, d], phases, start=100.0)
     # phase 1: A only; 3 tokens / 2 s; in flight 2 s of 2; TPOT (2.0 - 0.5) / 3 = 0.5 s; accept 4 / 2
     assert one == {"phase": 1, "concurrency": 1, "duration_s": 2.0, "start_s": 0.0, "end_s": 2.0, "requests": 1, "failed": 0,
                    "output_throughput": 1.5, "mean_in_flight": 1.0, "tpot_p50_ms": 500.0, "decode_tok_s_per_req": 2.0,
                    "accept_length": 2.0}
-    # phase 2: B and C started; A's last token + B's 3 = 4 tokens / 2 s; in flight 1.0 (B) + 0.5 (C) of 2 s;
-    # TPOT of B (1.0 - 0.2) / 2 = 0.4 s; accept 3 / 1
-    assert two["requests"] == 2 and two["failed"] == 1 and two["output_throughput"] == 2.0
+    # phase 2: B, C and D started; A's last token + B's 3 = 4 tokens / 2 s; in flight 1.0 (B) + 0.5 (C) of 2 s;
+    # TPOTs of B (1.0 - 0.2) / 2 = 0.4 s and D (0.2 - 0.1) / 1 = 0.1 s, median 0.25 s; accept 3 / 1 (D has no spec fields)
+    assert two["requests"] == 3 and two["failed"] == 1 and two["output_throughput"] == 2.0
     assert two["mean_in_flight"] == 0.75
-    assert two["tpot_p50_ms"] == pytest.approx(400.0) and two["accept_length"] == 3.0
+    assert two["tpot_p50_ms"] == pytest.approx(250.0) and two["accept_length"] == 3.0

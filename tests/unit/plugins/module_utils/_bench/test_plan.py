@@ -143,3 +143,16 @@ def test_a_level_that_measured_nothing_failed_and_the_sweep_goes_on_without_stop
                     "TPOT p50/p99 0.00/0.00 ms, accept len - (?); 0.3 s; 1 level(s) left, ETA ~4 s; FAILED: serving_benchmark: "
                     "the server at http://127.0.0.1:30000 is not ready")
     assert not progress.stopped and len(progress.problems) == 1
+
+
+def test_phases_replace_the_levels_with_one_moving_level():
+    # 1 -> 8 -> 1 for 10 + 20 + 10 s: one level at the highest concurrency, waves = the seconds (the ETA's unit), the pool
+    # max(num_prompts 50, 4 per slot x 8 = 32) = 50
+    (lv,) = bench_plan.plan_sweep({"max_concurrency": [1, 4, 16], "num_prompts": 50, "prompts_per_concurrency": 4,
+                                   "phases": [{"concurrency": 1, "duration_s": 10}, {"concurrency": 8, "duration_s": 20},
+                                              {"concurrency": 1, "duration_s": 10}]})
+    assert lv == {"max_concurrency": 8, "request_rate": None, "num_prompts": 50, "waves": 40.0, "name": "moving load 1/8/1 (40 s)",
+                  "phases": [{"concurrency": 1, "duration_s": 10.0}, {"concurrency": 8, "duration_s": 20.0},
+                             {"concurrency": 1, "duration_s": 10.0}]}
+    with pytest.raises(bench_plan.PlanError, match=r"sglang_benchmark_phases\[0\]\.concurrency=0"):
+        bench_plan.plan_sweep({"phases": [{"concurrency": 0, "duration_s": 1}]}, names={"phases": "sglang_benchmark_phases"})

@@ -212,3 +212,17 @@ def test_the_gate_table_is_what_the_module_and_the_role_offer():
     for key in br.GATE_KEYS:
         assert "sglang_benchmark_" + key in spec
         assert passed[key] == "{{ sglang_benchmark_%s }}" % key
+
+
+def test_phase_rows_and_markdown_of_a_moving_load():
+    rec = {"level": 1, "phases": [
+        {"phase": 1, "concurrency": 1, "duration_s": 2.0, "start_s": 0.0, "end_s": 2.0, "requests": 1, "failed": 0,
+         "output_throughput": 1.5, "mean_in_flight": 1.0, "tpot_p50_ms": 500.0, "decode_tok_s_per_req": 2.0, "accept_length": 2.0},
+        {"phase": 2, "concurrency": 8, "duration_s": 2.0, "start_s": 2.0, "end_s": 4.0, "requests": 9, "failed": 1,
+         "output_throughput": 40.25, "mean_in_flight": 7.5, "tpot_p50_ms": None, "decode_tok_s_per_req": None, "accept_length": None}]}
+    assert br.phase_rows([{"level": 2}]) == [] and br.phase_markdown([{"level": 2}]) == ""
+    rows = br.phase_rows([rec])
+    assert [(r["level"], r["phase"], r["concurrency"], r["failed"]) for r in rows] == [(1, 1, 1, 0), (1, 2, 8, 1)]
+    assert br.phase_markdown([rec]).splitlines()[2:] == [
+        "| 1 | 1 | 1 | 2.0 | 1 | 0 | 1.5 | 1.0 | 500.00 | 2.0 | 2.00 |",
+        "| 1 | 2 | 8 | 2.0 | 9 | 1 | 40.2 | 7.5 | - | - | - |"]

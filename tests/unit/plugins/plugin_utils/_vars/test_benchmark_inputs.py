@@ -109,6 +109,11 @@ def test_a_label_that_cannot_name_a_run_is_refused(base):
     ({"sglang_benchmark_seed": -2},
      "sglang_benchmark_seed=-2: must be >= 0; Python seeds -N and N alike, so a negative seed repeats the prompts of another "
      "level (radix-cache hits); use e.g. 2"),
+    ({"sglang_benchmark_phases": [{"concurrency": 8, "duration_s": 0}]},
+     "sglang_benchmark_phases[0].duration_s=0: must be a number of seconds > 0 (the phase's dwell time)"),
+    ({"sglang_benchmark_phases": [{"concurrency": 8, "duration_s": 30}], "sglang_benchmark_request_rates": [4]},
+     "sglang_benchmark_phases and sglang_benchmark_request_rates: a moving load is a closed loop of single prompts per phase "
+     "(each phase's concurrency sets the load); leave sglang_benchmark_request_rates unset, or sglang_benchmark_phases empty"),
     ({"sglang_benchmark_concurrency": [1, 2.5]},
      "sglang_benchmark_concurrency=[1, 2.5]: every level must be a whole number of concurrent requests >= 1; give a list such "
      "as [1, 4, 16, 64]"),
