@@ -880,8 +880,8 @@ def run_levels(params, target, levels, server_info, speculative, module_log=None
             # a moving load (issue 21): the prompts are the pool the closed loop cycles through
             if warm:
                 bench_client.run_benchmark(target, warm, max_concurrency=len(warm))
-            results, duration, load_start, _total = bench_client.run_phases(target, prompts, lv["phases"],
-                                                                           params["abort_after_failures"])
+            results, duration, load_start, _total = bench_client.run_phases(
+                target, prompts, lv["phases"], params["abort_after_failures"])
             phase_rows = bench_phases.phase_metrics(results, lv["phases"], load_start)
             prompts = [prompts[i % len(prompts)] for i in range(len(results))]
         else:

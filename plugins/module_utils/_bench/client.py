@@ -836,8 +836,9 @@ def run_phases(target, prompts, phases, abort_after_failures=0, progress=None, o
         server's ``sglang:spec_num_steps``; it runs on the event loop, so it must be quick.
 
     Returns ``(results, duration_s, start, total_s)``: the :class:`RequestResult` of every request sent, in the order
-    they were sent (which is their start order): ``results[i]`` answered ``prompts[i % len(prompts)]``; the wall time (s) from the start to the end of the last request; the ``time.perf_counter()`` value the
-    phase offsets count from (for :func:`.phases.phase_metrics`); the phases' total (s).
+    they were sent (which is their start order): ``results[i]`` answered ``prompts[i % len(prompts)]``; the wall time (s)
+    from the start to the end of the last request; the ``time.perf_counter()`` value the phase offsets count from (for
+    :func:`.phases.phase_metrics`); the phases' total (s).
     Raises BenchError for empty prompts, a conversation prompt, or bad phases; never for server-side failures.
     """
     try:
