@@ -8,8 +8,10 @@ Units: seconds everywhere (scrape/evaluation interval, timeouts, the times retur
 """
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -38,6 +40,17 @@ def metric(url, name, timeout=5.0):
         text = resp.read().decode()
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " ")]
     return max(values) if values else None
+
+
+def _rfc3339(text):
+    """Unix time (s) of an RFC 3339 stamp as Prometheus writes it: ``2026-12-06T04:35:01.123456789Z`` or with an offset
+    ``+02:00``, any number of fraction digits. Raises ValueError on anything else."""
+    match = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text)
+    if not match:
+        raise ValueError("%r is not an RFC 3339 time stamp" % (text,))
+    whole, frac, zone = match.groups()
+    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0" + (frac or ".0")) - offset
 
 
 class Load:
@@ -133,6 +146,14 @@ class Prometheus:
         """``firing``, ``pending`` or ``inactive`` (no alert of that name) for alert ``name``."""
         states = [a["state"] for a in self.query("/api/v1/alerts")["alerts"] if a["labels"].get("alertname") == name]
         return "firing" if "firing" in states else ("pending" if "pending" in states else "inactive")
+
+    def active_at(self, name):
+        """When alert ``name`` became pending (its condition first held), as Unix time in seconds (Prometheus's
+        ``activeAt``, the earliest over its series); None when the alert is inactive."""
+        stamps = [a["activeAt"] for a in self.query("/api/v1/alerts")["alerts"] if a["labels"].get("alertname") == name]
+        if not stamps:
+            return None
+        return min(_rfc3339(text) for text in stamps)
 
     def wait_state(self, name, want, since, timeout=120.0):
         """Seconds from ``since`` (a ``time.monotonic()`` value) until alert ``name`` is in state ``want``, polled every
