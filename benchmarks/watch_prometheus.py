@@ -30,47 +30,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "sandbox"))
 sys.path.insert(0, os.path.join(REPO, ".collections"))
 
 from sglang_sim.harness import SimProcess, free_port  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bc  # noqa: E402
+from promwatch import Load, Prometheus, alert_for, metric  # noqa: E402
 
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4", "--enable-metrics", "--decode-log-interval", "4",
         "--model-path", "/models/DeepSeek-V3"]
 ENV = {"SGLANG_SIM_ARCH": "DeepseekV3ForCausalLM"}
-ALERT_FOR = {name: "10s" for name in ("SGLangSpecAcceptLengthLow", "SGLangSpeculationOff", "SGLangSpeculationUnexpected",
-                                      "SGLangAdmissionCapped", "SGLangDecodeSlow", "SGLangNotReady", "SGLangGenerationStalled")}
-
-
-class Load:
-    """A closed loop of ``concurrency`` requests against whatever listens on the port (restarts survive: failed requests
-    are retried by the next round)."""
-
-    def __init__(self, url, concurrency, rounds_of=2):
-        self.url, self.concurrency, self.stop = url, concurrency, threading.Event()
-        self.rounds_of = rounds_of
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                bc.run_benchmark(bc.Target(self.url, timeout_s=60, stall_timeout_s=10),
-                                 bc.make_prompts(self.concurrency * self.rounds_of, 32, 120, seed=5), max_concurrency=self.concurrency)
-            # the server restarts under the load on purpose: any failure of a round is retried by the next one
-            except Exception:  # pylint: disable=broad-except
-                time.sleep(0.2)
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(60)
 
 
 def start_sim(port, accept_p, scratch, extra=()):
@@ -81,43 +53,19 @@ def start_sim(port, accept_p, scratch, extra=()):
     return srv
 
 
-def metric(url, name):
-    text = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
-    return max(values) if values else None
-
-
-def prom(api, path):
-    return json.loads(urllib.request.urlopen(api + path, timeout=5).read().decode())["data"]
-
-
-def alert_state(api, name):
-    states = [a["state"] for a in prom(api, "/api/v1/alerts")["alerts"] if a["labels"].get("alertname") == name]
-    return "firing" if "firing" in states else ("pending" if "pending" in states else "inactive")
-
-
-def wait_state(api, name, want, since, timeout=120):
-    while time.monotonic() - since < timeout:
-        if alert_state(api, name) == want:
-            return time.monotonic() - since
-        time.sleep(0.25)
-    return None
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--keep", help="keep the scratch directory here")
     args = parser.parse_args()
-    promtool, prometheus = shutil.which("promtool"), shutil.which("prometheus")
-    if not promtool or not prometheus:
+    if not shutil.which("promtool"):
         sys.exit("needs Debian's prometheus package (prometheus and promtool): make bootstrap installs it")
     scratch = args.keep or tempfile.mkdtemp(prefix="llmops-watch-")
     os.makedirs(scratch, exist_ok=True)
-    port, prom_port = free_port(), free_port()
-    url, api = "http://127.0.0.1:%d" % port, "http://127.0.0.1:%d" % prom_port
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
     srv = start_sim(port, 0.9, scratch)
     load = Load(url, 4)
-    procs = []
+    prom = None
     try:
         time.sleep(3)
         healthy = metric(url, "sglang:spec_accept_length")
@@ -127,7 +75,7 @@ def main():
         play = [{"hosts": "gpu1", "gather_facts": False, "vars": {
             "sglang_server_version": "0.5.9", "speculative_watch_dir": conf, "speculative_watch_reload": "none",
             "speculative_watch_target": "127.0.0.1:%d" % port, "speculative_watch_window": "20s",
-            "speculative_watch_alert_for": ALERT_FOR, "speculative_watch_accept_length": round(healthy, 3),
+            "speculative_watch_alert_for": alert_for("10s"), "speculative_watch_accept_length": round(healthy, 3),
             "sglang_benchmark_result": {"rows": []},
             "sglang_server_expected": {
                 "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
@@ -146,60 +94,40 @@ def main():
         if out.returncode:
             sys.exit(out.stdout[-3000:])
         print("role: files written in %.1f s" % (time.monotonic() - t))
-        base = os.path.join(conf, "llmops-sglang")
-        with open(os.path.join(scratch, "prometheus.yml"), "w") as fh:
-            fh.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                     "rule_files: ['%s/rules/*.yml']\n"
-                     "scrape_configs:\n  - job_name: llmops-sglang\n    file_sd_configs: [{files: ['%s/targets/*.json'], refresh_interval: 1s}]\n"
-                     % (base, base))
-        procs.append(subprocess.Popen([prometheus, "--config.file", os.path.join(scratch, "prometheus.yml"),
-                                       "--storage.tsdb.path", os.path.join(scratch, "data"), "--web.listen-address",
-                                       "127.0.0.1:%d" % prom_port], stdout=open(os.path.join(scratch, "prometheus.log"), "w"),
-                                      stderr=subprocess.STDOUT))
-        t = time.monotonic()
-        while time.monotonic() - t < 60:
-            try:
-                targets = prom(api, "/api/v1/targets")["activeTargets"]
-                if targets and targets[0]["health"] == "up":
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        print("prometheus: target up after %.1f s; rules loaded: %d" % (
-            time.monotonic() - t, sum(len(g["rules"]) for g in prom(api, "/api/v1/rules")["groups"])))
+        prom = Prometheus(scratch, conf)
+        print("prometheus: target up after %.1f s; rules loaded: %d" % (prom.wait_target_up(), prom.rules_loaded()))
         time.sleep(25)   # a full window of healthy samples
-        print("before the change: SGLangSpecAcceptLengthLow %s" % alert_state(api, "SGLangSpecAcceptLengthLow"))
+        print("before the change: SGLangSpecAcceptLengthLow %s" % prom.alert_state("SGLangSpecAcceptLengthLow"))
 
         srv.stop()
         changed = time.monotonic()
         srv = start_sim(port, 0.3, scratch)
-        fired = wait_state(api, "SGLangSpecAcceptLengthLow", "firing", changed)
+        fired = prom.wait_state("SGLangSpecAcceptLengthLow", "firing", changed)
         degraded = metric(url, "sglang:spec_accept_length")
         print("accept length %.3f -> %.3f (chain model 1.417; threshold %.3f): SGLangSpecAcceptLengthLow fired after %s s"
               % (healthy, degraded, 0.85 * healthy, "%.1f" % fired if fired is not None else "NEVER (120 s)"))
         srv.stop()
         restored = time.monotonic()
         srv = start_sim(port, 0.9, scratch)
-        resolved = wait_state(api, "SGLangSpecAcceptLengthLow", "inactive", restored)
+        resolved = prom.wait_state("SGLangSpecAcceptLengthLow", "inactive", restored)
         print("restored p = 0.9: SGLangSpecAcceptLengthLow resolved after %s s"
               % ("%.1f" % resolved if resolved is not None else "NEVER (120 s)"))
-        print("NotReady during the restarts (for 10 s): %s" % alert_state(api, "SGLangNotReady"))
+        print("NotReady during the restarts (for 10 s): %s" % prom.alert_state("SGLangNotReady"))
 
         load.close()
         srv.stop()
         capped = time.monotonic()
         srv = start_sim(port, 0.9, scratch, ["--max-running-requests", "2"])
         load = Load(url, 6, rounds_of=100)   # long rounds: the queue never drains between two rounds
-        fired = wait_state(api, "SGLangAdmissionCapped", "firing", capped)
+        fired = prom.wait_state("SGLangAdmissionCapped", "firing", capped)
         print("cap 2 under a closed loop of 6 (running %s, queued %s): SGLangAdmissionCapped fired after %s s" % (
             metric(url, "sglang:num_running_reqs"), metric(url, "sglang:num_queue_reqs"),
             "%.1f" % fired if fired is not None else "NEVER (120 s)"))
     finally:
         load.close()
         srv.stop()
-        for p in procs:
-            p.terminate()
-            p.wait(10)
+        if prom is not None:
+            prom.close()
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
 

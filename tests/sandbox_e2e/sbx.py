@@ -66,3 +66,16 @@ def run_playbook(*args: str, timeout: int = 1800) -> PlaybookRun:
     )
     out = proc.stdout + proc.stderr
     return PlaybookRun(rc=proc.returncode, output=out, recap=parse_recap(out))
+
+
+def start_playbook(*args: str) -> subprocess.Popen:
+    """Start ``ansible-playbook ARGS`` from the repository root in the background (stdout and stderr together, text);
+    collect it with :func:`finish_playbook`. For a playbook that must run while the test does something else."""
+    return subprocess.Popen([str(VENV_BIN / "ansible-playbook"), *args], cwd=REPO_ROOT, env=sandbox_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish_playbook(proc: subprocess.Popen, timeout: int = 600) -> PlaybookRun:
+    """Wait (at most ``timeout`` s; subprocess.TimeoutExpired after it) for a playbook :func:`start_playbook` started."""
+    out, _err = proc.communicate(timeout=timeout)
+    return PlaybookRun(rc=proc.returncode, output=out, recap=parse_recap(out))
