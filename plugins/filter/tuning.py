@@ -10,6 +10,8 @@
   (:func:`tuning_inputs`).
 * ``recorded_text | llmops.sglang.tuning_running(current)`` -> the speculative settings running now (:func:`tuning_running`).
 * ``durations | llmops.sglang.tuning_eta(arms_left)`` -> the ETA text shown before each arm (:func:`tuning_eta`).
+* ``setup | llmops.sglang.tuning_table_refusal`` -> why the table mode cannot make adaptive an arm here ("" when it can;
+  ``_sglang/adaptive.table_mode_refusal``).
 
 A refusal raises ``AnsibleFilterError`` whose message names the variable, the value, why, and the fix.
 """
@@ -23,6 +25,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
 from ansible_collections.llmops.sglang.plugins.module_utils._tune.decision import SpecDecisionError, tuned_settings
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.adaptive import table_mode_refusal
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.launch import SGLangArgsError, version_profile
 
 #: The keys of an arm (and of the running configuration), without the ``sglang_server_`` prefix.
 ARM_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -182,9 +186,27 @@ def tuning_eta(durations, arms_left):
     return "~%.0f s" % (sum(durations) / len(durations) * int(arms_left))
 
 
+def tuning_table_refusal(setup):
+    """Why ``speculative_tuning_mode: table`` cannot make adaptive an arm on this setup, or "" when it can.
+
+    :param setup: dict ``version`` (sglang_server_version), ``algorithm`` (the arms' algorithm), ``topk`` (the largest
+        speculative_eagle_topk of the arms, None = 1), ``architecture`` (sglang_server_model_architecture),
+        ``extra_args`` (sglang_server_extra_args).
+    :returns: the reason (str) from ``_sglang/adaptive.table_mode_refusal``, or "".
+    :raises AnsibleFilterError: an unparsable or unsupported sglang_server_version (the renderer's own message).
+    """
+    setup = setup or {}
+    try:
+        profile = version_profile(setup.get("version"))[0]
+    except SGLangArgsError as exc:
+        raise AnsibleFilterError("speculative_tuning: %s" % exc)
+    return table_mode_refusal(profile, setup.get("algorithm"), setup.get("topk"), setup.get("architecture"),
+                              setup.get("extra_args") or []) or ""
+
+
 class FilterModule(object):
     """llmops.sglang filters over the speculative-tuning decision."""
 
     def filters(self):
         return {"spec_tuned_settings": spec_tuned_settings, "tuning_inputs": tuning_inputs, "tuning_running": tuning_running,
-                "tuning_eta": tuning_eta}
+                "tuning_eta": tuning_eta, "tuning_table_refusal": tuning_table_refusal}

@@ -154,3 +154,32 @@ def unsupported_reason(profile, algorithm, topk, architecture, extra_args):
         return ("extra_args", "--enable-pdmux",
                 "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)")
     return None
+
+
+def table_mode_refusal(profile, algorithm, topk=None, architecture=None, extra_args=None):
+    """Why the tuner's table mode (``speculative_tuning_mode: table``) cannot make adaptive an arm here, or None.
+
+    Where this returns a reason the tuner falls back to today's static decision over the weighted distribution and
+    its report says why adaptive was not an arm (issue 21 part 5).
+
+    :param profile: the version profile of ``sglang_server_version`` (``sglang_args.version_profile``: ``0.5.10``,
+        ``0.5.14``, ...). :param algorithm: the algorithm of the table's arms (``speculative_tuning_default_algorithm``,
+        any case; None = no speculation). :param topk: the largest ``speculative_eagle_topk`` of the arms (None = 1).
+    :param architecture: ``sglang_server_model_architecture`` or None. :param extra_args: ``sglang_server_extra_args``.
+    :returns: None, or a sentence naming the variable, its value and why: the version's parser has no
+        ``--speculative-adaptive`` (SGLang <= 0.5.10; the versions with it come from the wheels,
+        :func:`versions_with_adaptive`), or SGLang's own ``speculative_adaptive disabled`` reason
+        (:func:`unsupported_reason`: algorithm, topk, attention DP, multi-layer EAGLE, two-batch overlap, PD-mux).
+    """
+    having = versions_with_adaptive()
+    if profile not in having:
+        return ("sglang_server_version (SGLang %s rules) has no --speculative-adaptive: the flags exist from %s (read from the "
+                "wheels)" % (profile, " and ".join(having)))
+    algo = None if algorithm in (None, "") else str(algorithm).upper()
+    refused = unsupported_reason(profile, algo, topk, architecture, extra_args)
+    if refused is None:
+        return None
+    key, value, reason = refused
+    variable = {"speculative_algorithm": "speculative_tuning_default_algorithm", "speculative_eagle_topk": "arms' speculative_eagle_topk",
+                "model_architecture": "sglang_server_model_architecture", "extra_args": "sglang_server_extra_args"}[key]
+    return "%s=%s: SGLang would log 'speculative_adaptive disabled: %s' and serve static" % (variable, value, reason)

@@ -85,3 +85,14 @@ def test_running_configuration_prefers_the_recorded_decision():
 def test_eta_is_the_mean_arm_time_times_the_arms_left():
     assert tuning.tuning_eta([], 3) == "unknown until the first arm finishes"
     assert tuning.tuning_eta([100.0, 60.0], 3) == "~240 s"           # (100 + 60) / 2 * 3
+
+
+def test_tuning_table_refusal_maps_the_version_to_its_rules():
+    # 0.5.12 renders with the 0.5.10 rules (the newest modelled version not newer): no adaptive flags there
+    assert "SGLang 0.5.10 rules) has no --speculative-adaptive" in tuning.tuning_table_refusal({"version": "0.5.12", "algorithm": "NEXTN"})
+    # 0.5.16 uses the 0.5.14 rules: adaptive exists, NEXTN with topk 1 runs
+    assert tuning.tuning_table_refusal({"version": "0.5.16", "algorithm": "NEXTN", "topk": 1, "extra_args": []}) == ""
+    assert "attention DP" in tuning.tuning_table_refusal({"version": "v0.5.23", "algorithm": "EAGLE3",
+                                                          "extra_args": ["--attn-dp-size=2"]})
+    with pytest.raises(AnsibleFilterError, match="sglang_server_version"):
+        tuning.tuning_table_refusal({"version": "latest", "algorithm": "NEXTN"})
