@@ -67,9 +67,11 @@ def tuning_inputs(inputs):
         ``prefix`` (of the tuning variables, default ``speculative_tuning_``), ``target_name`` (default
         ``<prefix>target_concurrency``), ``weights_name`` (default ``<prefix>weights``; empty: no weights variable),
         ``check_server`` (default true; false skips the max_running_requests checks: the servers are not the
-        inventory's), ``sweep_name`` (default ``The sweep``), ``arms`` (number of arms, default 0 = unknown).
+        inventory's), ``sweep_name`` (default ``The sweep``), ``arms`` (number of arms, default 0 = unknown),
+        ``buckets`` (table mode: the adaptive table's batch-size buckets, ints >= 1, measured as levels; without weights
+        and target they are weighted equally).
     :returns: ``{"weights": {"<concurrency>": float}, "levels": [int, ...]}``: the weights (one target = ``{target: 1.0}``)
-        and the sorted, de-duplicated levels (the sweep plus every weighted level).
+        and the sorted, de-duplicated levels (the sweep plus every weighted level and bucket).
     :raises AnsibleFilterError: naming the variable, its value, why and the fix, for the first wrong input.
     """
     if not isinstance(inputs, dict):
@@ -94,6 +96,12 @@ def tuning_inputs(inputs):
                                      "numbers > 0. Fix: e.g. -e '{\"%s\": {\"8\": 3, \"32\": 1}}'."
                                      % (weights_name, weights, key, value, weights_name))
         fixed[str(conc)] = weight
+    buckets = inputs.get("buckets") or []
+    if not isinstance(buckets, list) or any(_count(c) is None or not isinstance(c, int) for c in buckets):
+        raise AnsibleFilterError("%sbuckets=%r: must be a list of integers >= 1 (batch-size buckets of the adaptive table, each "
+                                 "measured as that concurrency). Fix: e.g. -e '{\"%sbuckets\": [1, 8, 32, 64]}'." % (pre, buckets, pre))
+    if not fixed and _count(target) is None and buckets:
+        fixed = dict((str(b), 1.0) for b in buckets)
     if not fixed:
         conc = _count(target)
         if conc is None:
@@ -123,7 +131,7 @@ def tuning_inputs(inputs):
     if objective == "goodput" and inputs.get("slo_ttft_ms") in (None, "") and inputs.get("slo_tpot_ms") in (None, ""):
         raise AnsibleFilterError("%sobjective=goodput needs an SLO: goodput counts the requests that meet them. Fix: set "
                                  "sglang_benchmark_slo_ttft_ms and/or sglang_benchmark_slo_tpot_ms (ms), or another objective." % pre)
-    levels = sorted(set(int(c) for c in sweep) | set(int(k) for k in fixed))
+    levels = sorted(set(int(c) for c in sweep) | set(int(k) for k in fixed) | set(buckets))
     top = levels[-1]
     mrr = inputs.get("max_running_requests")
     sweep_name = inputs.get("sweep_name") or "The sweep"
@@ -189,9 +197,9 @@ def tuning_eta(durations, arms_left):
 def tuning_table_refusal(setup):
     """Why ``speculative_tuning_mode: table`` cannot make adaptive an arm on this setup, or "" when it can.
 
-    :param setup: dict ``version`` (sglang_server_version), ``algorithm`` (the arms' algorithm), ``topk`` (the largest
-        speculative_eagle_topk of the arms, None = 1), ``architecture`` (sglang_server_model_architecture),
-        ``extra_args`` (sglang_server_extra_args).
+    :param setup: dict ``version`` (sglang_server_version), ``algorithm`` (speculative_tuning_default_algorithm),
+        ``arms`` (speculative_tuning_arms: each speculative arm is checked with its own algorithm and topk, the first
+        reason wins), ``topk`` (None = 1), ``architecture`` (sglang_server_model_architecture), ``extra_args`` (sglang_server_extra_args).
     :returns: the reason (str) from ``_sglang/adaptive.table_mode_refusal``, or "".
     :raises AnsibleFilterError: an unparsable or unsupported sglang_server_version (the renderer's own message).
     """
@@ -200,8 +208,16 @@ def tuning_table_refusal(setup):
         profile = version_profile(setup.get("version"))[0]
     except SGLangArgsError as exc:
         raise AnsibleFilterError("speculative_tuning: %s" % exc)
-    return table_mode_refusal(profile, setup.get("algorithm"), setup.get("topk"), setup.get("architecture"),
-                              setup.get("extra_args") or []) or ""
+    arch, extra = setup.get("architecture"), setup.get("extra_args") or []
+    for arm in setup.get("arms") or []:
+        algorithm = arm.get("speculative_algorithm", arm.get("algorithm"))
+        if algorithm in (None, "") or str(algorithm).lower() in ("off", "none", "null"):
+            continue
+        topk = arm.get("speculative_eagle_topk", arm.get("eagle_topk", arm.get("topk")))
+        reason = table_mode_refusal(profile, algorithm, None if topk in (None, "") else int(topk), arch, extra)
+        if reason:
+            return reason
+    return table_mode_refusal(profile, setup.get("algorithm"), setup.get("topk"), arch, extra) or ""
 
 
 class FilterModule(object):
