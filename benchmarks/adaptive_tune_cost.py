@@ -54,7 +54,7 @@ def costs(buckets, steps, trials, start_s, run_s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--buckets", default="1,8,32,64")
     ap.add_argument("--steps", default="0,1,2,3,5,7")
     ap.add_argument("--trials", type=int, default=3)

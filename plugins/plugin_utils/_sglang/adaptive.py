@@ -26,9 +26,14 @@ Pure Python (standard library only).
 
 from __future__ import annotations
 
-from ansible_collections.llmops.sglang.plugins.module_utils._tune.adaptive_config import (  # noqa: F401 (re-exported)
+from ansible_collections.llmops.sglang.plugins.module_utils._tune.adaptive_config import (
     FIELD_DEFAULTS, TableError, candidate_union, initial_steps, table_json, validate_table)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.generated_flags import FLAGS
+
+#: The loader rules are re-exported from module_utils/_tune/adaptive_config (one place, shared with the tuner module).
+__all__ = ["FLAG", "CONFIG_FLAG", "CONTAINER_CONFIG_PATH", "DEFAULT_TABLES", "DISABLED_PREFIX", "DISABLED_SUFFIX",
+           "MULTI_LAYER_EAGLE_ARCHS", "FIELD_DEFAULTS", "TableError", "candidate_union", "initial_steps", "table_json",
+           "validate_table", "versions_with_adaptive", "primary_flag", "extra_flags", "unsupported_reason", "table_mode_refusal"]
 
 #: The flags, as the CLI spells them.
 FLAG = "--speculative-adaptive"

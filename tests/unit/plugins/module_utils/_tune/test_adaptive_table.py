@@ -81,7 +81,7 @@ def test_tpot_lower_is_better():
     # median TPOT (ms): off 20, 1 step 10, 3 steps 12.5, each three equal trials: best = 1 step; off 20/10 = 2.0 and
     # 3 steps 12.5/10 = 1.25 worse, with no spread -> only 1 step
     def t(v):
-        return [[{"max_concurrency": 4, "output_throughput": 1.0, "median_tpot_ms": v}] for _ in range(3)]
+        return [[{"max_concurrency": 4, "output_throughput": 1.0, "median_tpot_ms": v}] for trial in range(3)]
     out = at.bucket_table([{"arm": OFF, "trials": t(20.0)}, {"arm": S1, "trials": t(10.0)}, {"arm": S3, "trials": t(12.5)}],
                           [4], "tpot")
     assert out["table"] == {"4": {"candidate_steps": [1]}}
