@@ -683,7 +683,7 @@ def adaptive_markdown(adaptive, decision):
     lines += ["Per bucket (a batch of n requests uses the largest bucket not above n; measured at concurrency = bucket): "
               "%s speedup of each step count over steps 0 (no speculation), 95 %% interval; candidates = the best count and every "
               "count whose interval against the best reaches 1." % decision["metric"], "",
-              "| bucket | " + " | ".join("%d steps" % c for c in counts) + " | best | candidate_steps |",
+              "| bucket | " + " | ".join("%d step%s" % (c, "" if c == 1 else "s") for c in counts) + " | best | candidate_steps |",
               "|---:|" + "---|" * len(counts) + "---:|---|"]
     for b in adaptive["buckets"]:
         rows = dict((r["steps"], r) for r in b["steps"])
