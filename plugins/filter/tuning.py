@@ -10,6 +10,8 @@
   (:func:`tuning_inputs`).
 * ``recorded_text | llmops.sglang.tuning_running(current)`` -> the speculative settings running now (:func:`tuning_running`).
 * ``durations | llmops.sglang.tuning_eta(arms_left)`` -> the ETA text shown before each arm (:func:`tuning_eta`).
+* ``setup | llmops.sglang.tuning_table_refusal`` -> why the table mode cannot make adaptive an arm here ("" when it can;
+  ``_sglang/adaptive.table_mode_refusal``).
 
 A refusal raises ``AnsibleFilterError`` whose message names the variable, the value, why, and the fix.
 """
@@ -23,6 +25,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.module_utils._server.limits import SPECULATIVE_MAX_RUNNING_REQUESTS_DEFAULT
 from ansible_collections.llmops.sglang.plugins.module_utils._tune.decision import SpecDecisionError, tuned_settings
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.adaptive import table_mode_refusal
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.launch import SGLangArgsError, version_profile
 
 #: The keys of an arm (and of the running configuration), without the ``sglang_server_`` prefix.
 ARM_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -63,9 +67,11 @@ def tuning_inputs(inputs):
         ``prefix`` (of the tuning variables, default ``speculative_tuning_``), ``target_name`` (default
         ``<prefix>target_concurrency``), ``weights_name`` (default ``<prefix>weights``; empty: no weights variable),
         ``check_server`` (default true; false skips the max_running_requests checks: the servers are not the
-        inventory's), ``sweep_name`` (default ``The sweep``), ``arms`` (number of arms, default 0 = unknown).
+        inventory's), ``sweep_name`` (default ``The sweep``), ``arms`` (number of arms, default 0 = unknown),
+        ``buckets`` (table mode: the adaptive table's batch-size buckets, ints >= 1, measured as levels; without weights
+        and target they are weighted equally).
     :returns: ``{"weights": {"<concurrency>": float}, "levels": [int, ...]}``: the weights (one target = ``{target: 1.0}``)
-        and the sorted, de-duplicated levels (the sweep plus every weighted level).
+        and the sorted, de-duplicated levels (the sweep plus every weighted level and bucket).
     :raises AnsibleFilterError: naming the variable, its value, why and the fix, for the first wrong input.
     """
     if not isinstance(inputs, dict):
@@ -90,6 +96,12 @@ def tuning_inputs(inputs):
                                      "numbers > 0. Fix: e.g. -e '{\"%s\": {\"8\": 3, \"32\": 1}}'."
                                      % (weights_name, weights, key, value, weights_name))
         fixed[str(conc)] = weight
+    buckets = inputs.get("buckets") or []
+    if not isinstance(buckets, list) or any(_count(c) is None or not isinstance(c, int) for c in buckets):
+        raise AnsibleFilterError("%sbuckets=%r: must be a list of integers >= 1 (batch-size buckets of the adaptive table, each "
+                                 "measured as that concurrency). Fix: e.g. -e '{\"%sbuckets\": [1, 8, 32, 64]}'." % (pre, buckets, pre))
+    if not fixed and _count(target) is None and buckets:
+        fixed = dict((str(b), 1.0) for b in buckets)
     if not fixed:
         conc = _count(target)
         if conc is None:
@@ -119,7 +131,7 @@ def tuning_inputs(inputs):
     if objective == "goodput" and inputs.get("slo_ttft_ms") in (None, "") and inputs.get("slo_tpot_ms") in (None, ""):
         raise AnsibleFilterError("%sobjective=goodput needs an SLO: goodput counts the requests that meet them. Fix: set "
                                  "sglang_benchmark_slo_ttft_ms and/or sglang_benchmark_slo_tpot_ms (ms), or another objective." % pre)
-    levels = sorted(set(int(c) for c in sweep) | set(int(k) for k in fixed))
+    levels = sorted(set(int(c) for c in sweep) | set(int(k) for k in fixed) | set(buckets))
     top = levels[-1]
     mrr = inputs.get("max_running_requests")
     sweep_name = inputs.get("sweep_name") or "The sweep"
@@ -182,9 +194,35 @@ def tuning_eta(durations, arms_left):
     return "~%.0f s" % (sum(durations) / len(durations) * int(arms_left))
 
 
+def tuning_table_refusal(setup):
+    """Why ``speculative_tuning_mode: table`` cannot make adaptive an arm on this setup, or "" when it can.
+
+    :param setup: dict ``version`` (sglang_server_version), ``algorithm`` (speculative_tuning_default_algorithm),
+        ``arms`` (speculative_tuning_arms: each speculative arm is checked with its own algorithm and topk, the first
+        reason wins), ``topk`` (None = 1), ``architecture`` (sglang_server_model_architecture), ``extra_args`` (sglang_server_extra_args).
+    :returns: the reason (str) from ``_sglang/adaptive.table_mode_refusal``, or "".
+    :raises AnsibleFilterError: an unparsable or unsupported sglang_server_version (the renderer's own message).
+    """
+    setup = setup or {}
+    try:
+        profile = version_profile(setup.get("version"))[0]
+    except SGLangArgsError as exc:
+        raise AnsibleFilterError("speculative_tuning: %s" % exc)
+    arch, extra = setup.get("architecture"), setup.get("extra_args") or []
+    for arm in setup.get("arms") or []:
+        algorithm = arm.get("speculative_algorithm", arm.get("algorithm"))
+        if algorithm in (None, "") or str(algorithm).lower() in ("off", "none", "null"):
+            continue
+        topk = arm.get("speculative_eagle_topk", arm.get("eagle_topk", arm.get("topk")))
+        reason = table_mode_refusal(profile, algorithm, None if topk in (None, "") else int(topk), arch, extra)
+        if reason:
+            return reason
+    return table_mode_refusal(profile, setup.get("algorithm"), setup.get("topk"), arch, extra) or ""
+
+
 class FilterModule(object):
     """llmops.sglang filters over the speculative-tuning decision."""
 
     def filters(self):
         return {"spec_tuned_settings": spec_tuned_settings, "tuning_inputs": tuning_inputs, "tuning_running": tuning_running,
-                "tuning_eta": tuning_eta}
+                "tuning_eta": tuning_eta, "tuning_table_refusal": tuning_table_refusal}

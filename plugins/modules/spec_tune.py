@@ -26,6 +26,13 @@ description:
     C(decision.json), C(decision.md), C(winner_vars.json) (the winner as C(sglang_server_speculative_*) variables, for
     C(-e @winner_vars.json) or the inventory) and, with O(plots), C(speedup.png) (speedup over the simplest arm versus
     concurrency, one line per arm with its 95 % band) into O(report_dir).
+  - With O(mode=table) (issue 21) the arms are static step counts (O(table_steps), draft tokens = steps + 1, topk 1, steps 0 =
+    speculation off), each measured at every bucket (O(buckets)) within one server start. O(action=decide) additionally
+    computes per bucket each step count's objective, its 95 % interval against the best and C(candidate_steps) (the best count
+    plus every count not significantly worse), writes C(adaptive_table.json) (SGLang's JSON, what C(--speculative-adaptive-config)
+    reads) and a per-bucket section in C(decision.md), and C(winner_vars.json) sets C(sglang_server_speculative_adaptive) true,
+    C(sglang_server_speculative_adaptive_config) the table and the static settings of the largest candidate. Where adaptive
+    cannot run (O(table_refusal)), or no bucket drafts at all, the static decision over O(weights) is taken and the report says why.
   - The state file is rewritten atomically after every call, so an interrupted tuning loses at most the trial that was
     running.
 author:
@@ -129,6 +136,32 @@ options:
     description: With O(action=decide), the inventory name of the host the arms were measured on, kept in the returned C(record).
     type: str
     default: ""
+  mode:
+    description:
+      - C(static) - one arm for the weighted distribution (the decision above).
+      - C(table) - SGLang's adaptive draft-length table per bucket (see the description); O(action=plan) with empty O(arms)
+        plans one arm per O(table_steps) of O(default_algorithm) (NEXTN, EAGLE or EAGLE3), given arms must be chains
+        (topk 1, draft tokens steps + 1); O(action=record) stops early only when every bucket's comparison is clear.
+    type: str
+    choices: [static, table]
+    default: static
+  table_steps:
+    description: With O(mode=table) and empty O(arms), the step counts to measure (0 = speculation off). Empty measures 0, 1,
+      2, 3, 5 and 7 steps.
+    type: list
+    elements: int
+    default: []
+  buckets:
+    description: With O(mode=table), the batch-size buckets of the table, each measured as the concurrency level of the same
+      number (every one must be in the sweep). Empty uses the concurrencies of O(weights).
+    type: list
+    elements: int
+    default: []
+  table_refusal:
+    description: With O(mode=table), why adaptive cannot be an arm on this setup (the C(tuning_table_refusal) filter; empty
+      when it can). When set, the tuning runs and decides as O(mode=static) and the report says why.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -229,10 +262,18 @@ summary:
       against every finished arm; a str.
   returned: always
   type: raw
+adaptive:
+  description: (decide, O(mode=table)) C(refusal) (why adaptive is not an arm, or null), C(table) (SGLang's table, or null),
+    C(buckets) (per bucket C(bucket), C(best), C(candidate_steps), C(steps) - per step count C(steps), C(arm), C(values),
+    C(mean), C(n), C(vs_best) and C(vs_off) intervals, C(candidate)), C(server_vars) (null when the static decision is served),
+    C(problems); empty with O(mode=static).
+  returned: always
+  type: dict
 record:
   description: (decide) what to record in the decision file on the host - C(arm), C(server_vars), C(time), C(objective),
     C(weights), C(basis), C(significant), C(category_acceptance), C(input_length_acceptance), C(evidence),
-    C(speedup_table), C(fingerprint), C(report_dir), C(tuned_on) (read back by the C(sglang_server) role with C(sglang_server_speculative_from_decision)).
+    C(speedup_table), C(fingerprint), C(report_dir), C(tuned_on) (read back by the C(sglang_server) role with C(sglang_server_speculative_from_decision)),
+    C(mode) and, in table mode, C(adaptive) (C(refusal), C(table)).
   returned: always
   type: dict
 """
@@ -244,6 +285,8 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import adaptive_config
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import adaptive_table as at
 from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as sd
 from ansible_collections.llmops.sglang.plugins.module_utils._report.files import ReportWriteError, plot_dir, read_back, write_report_files
 
@@ -294,8 +337,26 @@ def arm_status(entry):
     return "partial" if entry.get("trials") else "pending"
 
 
+def table_mode(p):
+    """True when the run builds an adaptive table: O(mode=table) and no O(table_refusal)."""
+    return p.get("mode") == "table" and not p.get("table_refusal")
+
+
+def plan_arms(p):
+    """The arms of the run (normalized): the given ones or the default grid; in table mode the given ones (each must be a step
+    count a table can hold, ``adaptive_table.arm_steps``) or one per ``table_steps``."""
+    if table_mode(p):
+        if p["arms"]:
+            arms = [sd.normalize_arm(a, i) for i, a in enumerate(p["arms"])]
+            for arm in arms:
+                at.arm_steps(arm)
+            return arms
+        return at.step_arms(p["default_algorithm"], p["table_steps"] or at.STEP_COUNTS)
+    return [sd.normalize_arm(a, i) for i, a in enumerate(p["arms"])] if p["arms"] else sd.default_grid(p["default_algorithm"])
+
+
 def plan(p, check_mode):
-    arms = [sd.normalize_arm(a, i) for i, a in enumerate(p["arms"])] if p["arms"] else sd.default_grid(p["default_algorithm"])
+    arms = plan_arms(p)
     running_key = None
     if p["running"]:
         running_key = sd.normalize_arm(dict((k, v) for k, v in p["running"].items() if k != "name"), 0)["key"]
@@ -348,7 +409,8 @@ def trial_summary(arm, trial, records, clear, trials_done, evidence):
     """
     levels = ", ".join("%s: %s" % (r.get("max_concurrency"), round(float(r.get("output_throughput") or 0), 1)) for r in records)
     verdict = ("clear after %d trials, the remaining ones are skipped" % trials_done) if clear else "not clear yet"
-    against = ["%s x%s" % (e.get("against", "?"), round(float(e.get("speedup", 0)), 3)) for e in evidence]
+    against = ["%s%s x%s" % (e.get("against", "?"), " at %s" % e["bucket"] if "bucket" in e else "", round(float(e.get("speedup", 0)), 3))
+               for e in evidence]
     return "%s trial %s: %s tok/s; %s %s" % (arm, trial, levels, verdict, against)
 
 
@@ -363,6 +425,16 @@ def _weights(p):
             raise ValueError("weights: concurrency %r weight %r; concurrency must be >= 1 and weight > 0" % (k, v))
         weights[conc] = w
     return weights
+
+
+def _buckets(p, weights):
+    """The table's buckets: O(buckets), else the concurrencies of O(weights) (ascending ints)."""
+    buckets = p.get("buckets") or sorted(weights)
+    bad = [b for b in buckets if b < 1]
+    if bad:
+        raise ValueError("buckets=%r: each bucket is a batch size >= 1, measured as that concurrency. Fix: give e.g. [1, 8, 32, 64]."
+                         % (p.get("buckets"),))
+    return sorted(set(int(b) for b in buckets))
 
 
 def _results(state, only_done=True):
@@ -396,17 +468,23 @@ def record(p, check_mode):
     weights = _weights(p)
     clear = False
     evidence = []
+    # table mode: every bucket is its own comparison; static: the weighted objective
+    comparisons = [{b: 1.0} for b in _buckets(p, weights)] if table_mode(p) else [weights]
     if weights and len(done) >= max(2, p["min_trials"]):
         higher = sd.OBJECTIVE_METRIC[p["objective"]][1]
         try:
-            mine = [sd.objective_value(t, p["objective"], weights) for t in done]
             others = [r for r in _results(state) if r["arm"]["key"] != p["arm"]]
             verdicts = []
-            for other in others:
-                theirs = [sd.objective_value(t, p["objective"], weights) for t in other["trials"]]
-                iv = sd.ratio_interval(mine, theirs, higher)
-                verdicts.append(sd.is_clear(iv, p["min_gain"]))
-                evidence.append({"against": other["arm"]["key"], "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"]})
+            for w in comparisons:
+                mine = [sd.objective_value(t, p["objective"], w) for t in done]
+                for other in others:
+                    theirs = [sd.objective_value(t, p["objective"], w) for t in other["trials"]]
+                    iv = sd.ratio_interval(mine, theirs, higher)
+                    verdicts.append(sd.is_clear(iv, p["min_gain"]))
+                    row = {"against": other["arm"]["key"], "speedup": iv["speedup"], "low": iv["low"], "high": iv["high"]}
+                    if len(comparisons) > 1:
+                        row["bucket"] = list(w)[0]
+                    evidence.append(row)
             clear = bool(verdicts) and all(verdicts)
         except sd.SpecDecisionError as exc:
             evidence.append({"error": str(exc)})
@@ -547,6 +625,75 @@ def input_length_markdown(decision):
     return lines
 
 
+def adaptive_decision(p, results, weights):
+    """The table mode's part of the decision (empty dict in static mode).
+
+    :returns: ``{"refusal", "table", "buckets", "server_vars", "problems", "static_because"}``: ``refusal`` is
+        O(table_refusal) (then nothing is computed and the static decision is served); else ``adaptive_table.bucket_table``
+        over the finished arms at :func:`_buckets`, and ``server_vars`` from ``adaptive_table.adaptive_server_vars`` (None,
+        with ``static_because``, when every candidate is 0).
+    :raises ValueError: arms of more than one algorithm or draft model (one table serves one draft).
+    """
+    if p.get("mode") != "table":
+        return {}
+    out = {"refusal": p.get("table_refusal") or None, "table": None, "buckets": [], "server_vars": None, "problems": [],
+           "static_because": None}
+    if out["refusal"]:
+        out["static_because"] = "adaptive was not an arm: %s" % out["refusal"]
+        return out
+    tab = at.bucket_table(results, _buckets(p, weights), p["objective"])
+    spec = [r["arm"] for r in results if r["arm"]["speculative_algorithm"]]
+    kinds = sorted(set((a["speculative_algorithm"], a["speculative_draft_model_path"] or "") for a in spec))
+    if len(kinds) > 1:
+        raise ValueError("mode=table: the arms use %s; one adaptive table serves one algorithm and draft model. Fix: give arms of "
+                         "one of them." % ", ".join("%s%s" % (k[0], " (%s)" % k[1] if k[1] else "") for k in kinds))
+    server_vars = at.adaptive_server_vars(tab["table"], kinds[0][0], kinds[0][1] or None) if kinds else None
+    out.update(table=tab["table"], buckets=tab["buckets"], server_vars=server_vars, problems=tab["problems"])
+    if server_vars is None:
+        out["static_because"] = "no bucket drafts (every bucket's candidates are [0]): an adaptive table would never speculate"
+    return out
+
+
+def _fmt_cell(iv):
+    """``speedup [low, high]`` of a ratio_interval dict, the point alone without an interval, ``-`` for None."""
+    if not iv:
+        return "-"
+    return "%.3f" % iv["speedup"] if iv.get("low") is None else "%.3f [%.3f, %.3f]" % (iv["speedup"], iv["low"], iv["high"])
+
+
+def adaptive_markdown(adaptive, decision):
+    """Lines of decision.md's "Adaptive table" section (table mode): what is served and why, SGLang's table, and per bucket
+    each step count's speedup over steps 0 with its 95 % interval, the best count and ``candidate_steps``."""
+    if not adaptive:
+        return []
+    lines = ["", "## Adaptive table", ""]
+    if adaptive.get("static_because"):
+        lines += ["Served: the static winner `%s` above, because %s." % (decision["winner"], adaptive["static_because"])]
+        if not adaptive.get("buckets"):
+            return lines
+        lines.append("")
+    else:
+        sv = adaptive["server_vars"]
+        lines += ["Served: SGLang's adaptive speculative decoding with the table below (`adaptive_table.json`, "
+                  "`--speculative-adaptive-config`), %s, starting at %d steps (the largest candidate; topk 1, %d draft tokens)." % (
+                      sv["sglang_server_speculative_algorithm"], sv["sglang_server_speculative_num_steps"],
+                      sv["sglang_server_speculative_num_draft_tokens"]), "",
+                  "```json", adaptive_config.table_json(adaptive["table"]).rstrip("\n"), "```", ""]
+    counts = sorted(set(r["steps"] for b in adaptive["buckets"] for r in b["steps"]))
+    lines += ["Per bucket (a batch of n requests uses the largest bucket not above n; measured at concurrency = bucket): "
+              "%s speedup of each step count over steps 0 (no speculation), 95 %% interval; candidates = the best count and every "
+              "count whose interval against the best reaches 1." % decision["metric"], "",
+              "| bucket | " + " | ".join("%d step%s" % (c, "" if c == 1 else "s") for c in counts) + " | best | candidate_steps |",
+              "|---:|" + "---|" * len(counts) + "---:|---|"]
+    for b in adaptive["buckets"]:
+        rows = dict((r["steps"], r) for r in b["steps"])
+        cells = [("1 (baseline)" if c == 0 else _fmt_cell(rows[c]["vs_off"])) if c in rows else "-" for c in counts]
+        lines.append("| %d | %s | %d | %s |" % (b["bucket"], " | ".join(cells), b["best"], b["candidate_steps"]))
+    if adaptive.get("problems"):
+        lines += [""] + ["- %s" % x for x in adaptive["problems"]]
+    return lines
+
+
 def plot_speedup(path, title, table, baseline):
     """speedup.png: one line per arm, 95 % band shaded; raises ImportError without matplotlib."""
     import matplotlib
@@ -595,7 +742,16 @@ def decide(p, check_mode):
     decision["fingerprint"] = state.get("fingerprint", {})
     winner = next(r["arm"] for r in results if r["arm"]["key"] == decision["winner"])
     winner_vars = dict(("sglang_server_" + k, winner[k]) for k in sd.ARM_KEYS[1:])
-    md = decision_markdown(p["title"], decision, state)
+    adaptive = adaptive_decision(p, results, weights)
+    if adaptive.get("server_vars"):
+        # the table is served: the static settings of its largest candidate, adaptive on
+        winner_vars = adaptive["server_vars"]
+        winner = sd.normalize_arm(dict((k, winner_vars["sglang_server_" + k]) for k in sd.ARM_KEYS[1:]))
+    elif adaptive:
+        winner_vars = dict(winner_vars, sglang_server_speculative_adaptive=False, sglang_server_speculative_adaptive_config={})
+    if adaptive:
+        decision["adaptive"] = adaptive
+    md = decision_markdown(p["title"], decision, state) + "\n".join(adaptive_markdown(adaptive, decision) + [""] if adaptive else [])
     files = []
     if not check_mode:
         state["decision"] = {"winner": decision["winner"], "weights": decision["weights"], "objective": decision["objective"],
@@ -605,6 +761,8 @@ def decide(p, check_mode):
             out = dict(decision, winner_arm=winner, winner_vars=winner_vars)
             content = {"decision.json": json.dumps(out, indent=1, sort_keys=True) + "\n", "decision.md": md,
                        "winner_vars.json": json.dumps(winner_vars, indent=1, sort_keys=True) + "\n"}
+            if adaptive.get("server_vars"):
+                content["adaptive_table.json"] = adaptive_config.table_json(adaptive["table"])
             content = dict((name, text.encode("utf-8")) for name, text in content.items())
             if p["plots"]:
                 with plot_dir("llmops-spec-tune-plot-") as tmp:
@@ -618,8 +776,11 @@ def decide(p, check_mode):
               "category_acceptance": decision["category_acceptance"],
               "input_length_acceptance": decision["input_length_acceptance"], "evidence": decision["arms"],
               "speedup_table": decision["speedup_table"], "fingerprint": decision["fingerprint"],
-              "report_dir": p.get("report_dir"), "tuned_on": p.get("tuned_on") or ""}
-    return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files, "record": record}
+              "report_dir": p.get("report_dir"), "tuned_on": p.get("tuned_on") or "", "mode": p.get("mode") or "static"}
+    if adaptive:
+        record["adaptive"] = {"refusal": adaptive["refusal"], "table": adaptive["table"], "static_because": adaptive["static_because"]}
+    return {"decision": decision, "winner": winner, "winner_vars": winner_vars, "markdown": md, "files": files, "record": record,
+            "adaptive": adaptive}
 
 
 def main():
@@ -647,6 +808,10 @@ def main():
             plots=dict(type="bool", default=True),
             title=dict(type="str", default="Speculative decoding tuning"),
             tuned_on=dict(type="str", default=""),
+            mode=dict(type="str", default="static", choices=["static", "table"]),
+            table_steps=dict(type="list", elements="int", default=[]),
+            buckets=dict(type="list", elements="int", default=[]),
+            table_refusal=dict(type="str", default=""),
         ),
         required_if=[("action", "record", ["arm", "trial"]), ("action", "finish", ["arm"])],
         supports_check_mode=True,
@@ -675,6 +840,7 @@ def main():
     result.setdefault("markdown", "")
     result.setdefault("summary", [] if p["action"] == "plan" else "")
     result.setdefault("record", {})
+    result.setdefault("adaptive", {})
     result["elapsed_s"] = round(time.time() - started, 3)
     module.exit_json(changed=False, **result)
 

@@ -287,6 +287,56 @@ def test_adaptive_table_is_served_read_only_and_a_change_restarts_once(sandbox_h
 
 
 @SANDBOX
+def test_table_mode_tuning_serves_the_tuned_adaptive_table(sandbox_hosts, tmp_path):
+    """Issue 21 part 3: playbooks/spec_tune.yml with speculative_tuning_mode table on SGLang 0.5.23 (simulator of this
+    tree): step counts 0, 1, 3, buckets 1 and 8, 2 trials; one server start per step count plus the decision's, the table
+    written as adaptive_table.json, recorded on the host and served with adaptive on."""
+    host = sandbox_hosts[0]
+    on_host(host, "rm -rf /opt/sim-under-test && mkdir -p /opt/sim-under-test; rm -f /etc/sglang/sglang-server.spec_decision.json",
+            check=True)
+    podman("cp", str(REPO / "tests" / "sandbox" / "sglang_sim"), "%s:/opt/sim-under-test/sglang_sim" % host)
+    options = ["-v", "/sys/fs/cgroup:/sys/fs/cgroup",
+               "-v", "/opt/sim-under-test/sglang_sim:/usr/local/lib/python3.11/dist-packages/sglang_sim:ro"]
+    env = {"SGLANG_SIM_VERSION": "0.5.23", "SGLANG_SIM_ARCH": "Qwen3_5MoeForConditionalGeneration", "SGLANG_SIM_GPU": "sm120",
+           "SGLANG_SIM_LOAD_S": "1"}
+    # the decision path is named: the role's argument spec default refers to sglang_server_speculative_decision_path,
+    # which only the sglang_server role's defaults define, and decide.yml sets that one from speculative_tuning_decision_path
+    # (whose default refers back to it: a template loop unless one of them is a literal)
+    inv = make_inventory(tmp_path, [host], group_vars={"sglang_server_version": "0.5.23", "sglang_server_extra_env": env,
+                                                       "sglang_server_container_options": options,
+                                                       "sglang_server_speculative_decision_path": "/etc/sglang/sglang-server.spec_decision.json"})
+    reports = tmp_path / "reports"
+    extra = {"llmops_target": host, "speculative_tuning_mode": "table", "speculative_tuning_table_steps": [0, 1, 3],
+             "speculative_tuning_buckets": [1, 8], "speculative_tuning_trials": 2, "speculative_tuning_plots": False,
+             "speculative_tuning_fresh": True, "sglang_benchmark_input_len": 32, "sglang_benchmark_output_len": 32,
+             "sglang_benchmark_num_prompts": 4, "sglang_benchmark_prompts_per_concurrency": 2,
+             "sglang_benchmark_report_dir": str(reports),
+             "speculative_tuning_decision_path": "/etc/sglang/sglang-server.spec_decision.json"}
+    since = on_host(host, "date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+    started = time.time()
+    proc = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inv), "playbooks/spec_tune.yml", "-e",
+                           json.dumps(extra)], cwd=str(REPO), env=ENV, capture_output=True, text=True, timeout=1500, check=False)
+    elapsed = time.time() - started
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    report = reports / host / "spec-tune"
+    table = json.loads((report / "adaptive_table.json").read_text())
+    assert sorted(table, key=int) == ["1", "8"]
+    decision = json.loads(on_host(host, "cat /etc/sglang/sglang-server.spec_decision.json").stdout)
+    assert decision["server_vars"]["sglang_server_speculative_adaptive"] is True
+    assert decision["server_vars"]["sglang_server_speculative_adaptive_config"] == table
+    info = server_info(host)
+    assert (info["speculative_adaptive"], info["speculative_adaptive_config"]) == (True, "/etc/sglang-adaptive/speculative_adaptive.json")
+    top = max(max(entry["candidate_steps"]) for entry in table.values())
+    assert info["speculative_num_steps"] == top
+    journal = on_host(host, "journalctl -u sglang-server.service --since '%s' --no-pager -o cat" % since).stdout
+    # restarts: at most one start per step count plus the decision's (issue 21: step counts + 2)
+    assert journal.count("Started sglang-server.service") <= 3 + 2, journal[-3000:]
+    print("table mode on the sandbox: %.0f s to decision and deploy, %d starts, table %s" % (
+        elapsed, journal.count("Started sglang-server.service"), json.dumps(table)))
+    print((report / "decision.md").read_text().split("## Adaptive table")[1])
+
+
+@SANDBOX
 def test_two_hosts_serial_bad_first_host_stops_second(sandbox_hosts, tmp_path):
     first, second = sandbox_hosts
     on_host(second, "systemctl stop sglang-server.service; rm -f /etc/systemd/system/sglang-server.service")

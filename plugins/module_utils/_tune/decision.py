@@ -42,6 +42,8 @@ OBJECTIVE_METRIC = {
 }
 ARM_KEYS = ("name", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
             "speculative_num_draft_tokens", "speculative_draft_model_path")
+#: The adaptive settings a table-mode decision records beside the arm (``sglang_server_<key>`` in its ``server_vars``).
+ADAPTIVE_KEYS = ("speculative_adaptive", "speculative_adaptive_config")
 
 
 class SpecDecisionError(ValueError):
@@ -597,7 +599,9 @@ def tuned_settings(text, current, path="", host=""):
     ``path``/``host``: only for the messages.
 
     :returns: ``{"speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-        "speculative_num_draft_tokens", "speculative_draft_model_path", "arm" (key), "time", "path"}``.
+        "speculative_num_draft_tokens", "speculative_draft_model_path", "arm" (key of the static settings), "time", "path"}``,
+        plus ``speculative_adaptive`` and ``speculative_adaptive_config`` when the decision sets them (a table-mode
+        decision: adaptive on with the tuned table).
     :raises SpecDecisionError: no file, not JSON, not a decision, or a decision taken for another model, SGLang
         version, tensor-parallel size or GPU (model or count), naming each difference and the fix.
     """
@@ -635,6 +639,10 @@ def tuned_settings(text, current, path="", host=""):
     arm = normalize_arm(out)
     result = dict((k, arm[k]) for k in ARM_KEYS[1:])
     result.update(arm=arm["key"], time=decision.get("time"), path=path)
+    # a table-mode decision (spec_tune mode=table) serves SGLang's adaptive table on top of the static settings
+    for key in ADAPTIVE_KEYS:
+        if "sglang_server_" + key in server_vars:
+            result[key] = server_vars["sglang_server_" + key]
     return result
 
 

@@ -14,11 +14,9 @@ Read from the wheels (``pip download --no-deps sglang==X``), not from notes:
 * ``speculative/adaptive_spec_params.py`` ``adaptive_unsupported_reason`` (0.5.14, 0.5.23): the conditions under which
   ``arg_groups/speculative_hook.py`` ``_maybe_disable_adaptive`` logs ``speculative_adaptive disabled: <reason>.
   Falling back to static speculative params.`` and sets ``speculative_adaptive = False`` - the server starts, static;
-* ``_load_adaptive_config``: the table is a JSON object; its integer-string keys are batch-size buckets, each with a
-  non-empty ``candidate_steps`` list of non-negative ints; the other top-level keys are ignored as buckets but merged
-  into every bucket (``AdaptiveSpeculativeParams.__init__``: ``cfg={**cfg, **entry}``), i.e. they are table-wide
-  defaults of the per-bucket fields; ``AdaptiveStepSlot.__init__`` reads ``ema_alpha`` (0.2), ``update_interval`` (5),
-  ``warmup_batches`` (10), ``down_hysteresis`` (-0.25), ``up_hysteresis`` (0.0), ``ceiling_coeff`` (0);
+* ``_load_adaptive_config``: how SGLang reads the table - the rules live in target code,
+  ``plugins/module_utils/_tune/adaptive_config.py`` (the tuner module writes tables too), and are re-exported here
+  (``validate_table``, ``TableError``, ``FIELD_DEFAULTS``, ``table_json``, ``candidate_union``, ``initial_steps``);
 * ``_init_adaptive_speculative_params``: topk becomes 1 when unset, ``speculative_num_steps`` the middle of the sorted
   union of every bucket's candidates when unset (a given one outside it is a startup ``ValueError``), and
   ``speculative_num_draft_tokens`` always ``steps + 1``.
@@ -28,9 +26,14 @@ Pure Python (standard library only).
 
 from __future__ import annotations
 
-import json
-
+from ansible_collections.llmops.sglang.plugins.module_utils._tune.adaptive_config import (
+    FIELD_DEFAULTS, TableError, candidate_union, initial_steps, table_json, validate_table)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang.generated_flags import FLAGS
+
+#: The loader rules are re-exported from module_utils/_tune/adaptive_config (one place, shared with the tuner module).
+__all__ = ["FLAG", "CONFIG_FLAG", "CONTAINER_CONFIG_PATH", "DEFAULT_TABLES", "DISABLED_PREFIX", "DISABLED_SUFFIX",
+           "MULTI_LAYER_EAGLE_ARCHS", "FIELD_DEFAULTS", "TableError", "candidate_union", "initial_steps", "table_json",
+           "validate_table", "versions_with_adaptive", "primary_flag", "extra_flags", "unsupported_reason", "table_mode_refusal"]
 
 #: The flags, as the CLI spells them.
 FLAG = "--speculative-adaptive"
@@ -53,10 +56,6 @@ DEFAULT_TABLES = {
                "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0}},
 }
 
-#: The per-bucket fields besides ``candidate_steps`` (``AdaptiveStepSlot.__init__``) and their SGLang defaults.
-FIELD_DEFAULTS = {"ema_alpha": 0.2, "update_interval": 5, "warmup_batches": 10, "down_hysteresis": -0.25,
-                  "up_hysteresis": 0.0, "ceiling_coeff": 0}
-
 #: The log line SGLang writes when it switches adaptive off (``speculative_hook.py`` ``_maybe_disable_adaptive``).
 DISABLED_PREFIX = "speculative_adaptive disabled: "
 DISABLED_SUFFIX = ". Falling back to static speculative params."
@@ -67,131 +66,11 @@ DISABLED_SUFFIX = ". Falling back to static speculative params."
 MULTI_LAYER_EAGLE_ARCHS = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration")
 
 
-class TableError(ValueError):
-    """A table SGLang's loader would reject (or misread). ``entry`` names the bad entry (``"8"``, ``"8.ema_alpha"``,
-    or ``""`` for the whole table), ``value`` its value, ``reason`` why, ``fix`` what to write instead."""
-
-    def __init__(self, entry, value, reason, fix):
-        self.entry = entry
-        self.value = value
-        self.reason = reason
-        self.fix = fix
-        super(TableError, self).__init__("%s=%r: %s. Fix: %s" % (entry or "table", value, reason, fix))
-
-
 def versions_with_adaptive():
     """Tuple of the modelled SGLang versions whose parser has both flags (from the generated table of the wheels)."""
     a = FLAGS.get(FLAG, {}).get("versions", ())
     b = FLAGS.get(CONFIG_FLAG, {}).get("versions", ())
     return tuple(v for v in a if v in b)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_field(entry, name, value):
-    where = "%s.%s" % (entry, name) if entry else name
-    if name in ("up_hysteresis", "down_hysteresis"):
-        if not _is_number(value):
-            raise TableError(where, value, "must be a number (tokens of EMA accept length added to the switch threshold)",
-                             "write a number such as %s" % FIELD_DEFAULTS[name])
-    elif name == "ceiling_coeff":
-        if not _is_number(value) or value < 0:
-            raise TableError(where, value, "must be a number >= 0 (0 turns the EMA ceiling off)", "write e.g. 0 or 1.5")
-    elif name == "ema_alpha":
-        if not _is_number(value) or not 0 < value <= 1:
-            raise TableError(where, value, "must be a number in (0, 1] (the weight of the newest batch in the EMA)", "write e.g. 0.2")
-    elif name == "update_interval":
-        if not _is_int(value) or value < 1:
-            raise TableError(where, value, "must be a whole number >= 1 (SGLang takes the batch count modulo it: 0 divides by zero "
-                             "at the first decode)", "write e.g. 5")
-    elif name == "warmup_batches":
-        if not _is_int(value) or value < 0:
-            raise TableError(where, value, "must be a whole number >= 0 (batches before the first switch)", "write e.g. 10")
-
-
-def validate_table(table):
-    """Check an adaptive table the way SGLang's ``_load_adaptive_config`` reads it, and more strictly where SGLang would
-    fail later or silently ignore a typo.
-
-    :param table: dict; keys are batch-size buckets (non-negative integers, as ints or digit strings) or table-wide
-        defaults of the per-bucket fields (``ema_alpha``, ``update_interval``, ``warmup_batches``, ``up_hysteresis``,
-        ``down_hysteresis``, ``ceiling_coeff``); each bucket is a dict with ``candidate_steps`` (non-empty list of
-        non-negative ints; 0 = no drafting) and optionally those fields.
-    :returns: the table as SGLang's JSON wants it: string keys, buckets in ascending order, candidate lists as given.
-    :raises TableError: naming the bad entry: not a dict, no bucket, a key that is neither a bucket nor a field (SGLang
-        ignores it silently), a bucket that is not a dict, ``candidate_steps`` missing/empty/not non-negative ints
-        (SGLang's own ``ValueError``), an unknown per-bucket key, a field out of range.
-    """
-    if not isinstance(table, dict):
-        raise TableError("", table, "must be a mapping of batch-size buckets to {candidate_steps: [...]}",
-                         "write e.g. {1: {candidate_steps: [1, 3, 5]}, 32: {candidate_steps: [0, 1]}}")
-    buckets = {}
-    defaults = {}
-    for raw_key, entry in table.items():
-        key = str(raw_key).strip() if not isinstance(raw_key, bool) else ""
-        if _is_int(raw_key) and raw_key < 0:
-            key = ""
-        if key.isdigit() and key.isascii():
-            bucket = int(key)
-            if bucket in buckets:
-                raise TableError(key, entry, "bucket %d is given twice (e.g. as 8 and '8')" % bucket, "keep one of them")
-            if not isinstance(entry, dict):
-                raise TableError(key, entry, "a bucket must be a mapping with candidate_steps", "write e.g. {candidate_steps: [0, 1]}")
-            steps = entry.get("candidate_steps")
-            if not isinstance(steps, list) or not steps or not all(_is_int(s) and s >= 0 for s in steps):
-                raise TableError("%s.candidate_steps" % key, steps,
-                                 "candidate_steps must be a non-empty list of non-negative ints (SGLang: 'BS %s: candidate_steps "
-                                 "must be a list of non-negative ints')" % key, "write e.g. [0, 1, 3] (0 = no drafting)")
-            for name, value in entry.items():
-                if name == "candidate_steps":
-                    continue
-                if name not in FIELD_DEFAULTS:
-                    raise TableError("%s.%s" % (key, name), value, "not a per-bucket field SGLang reads (it would be ignored)",
-                                     "use candidate_steps, %s" % ", ".join(sorted(FIELD_DEFAULTS)))
-                _check_field(key, name, value)
-            buckets[bucket] = dict(entry)
-        elif key in FIELD_DEFAULTS:
-            _check_field("", key, entry)
-            defaults[key] = entry
-        else:
-            raise TableError(str(raw_key), entry, "neither a batch-size bucket (a non-negative integer) nor a table-wide field; "
-                             "SGLang would ignore it silently", "use integer keys for buckets, or one of %s" % ", ".join(sorted(FIELD_DEFAULTS)))
-    if not buckets:
-        raise TableError("", table, "the table has no batch-size bucket (SGLang: 'speculative_adaptive_config must contain at "
-                         "least one integer-string BS key')", "add e.g. 1: {candidate_steps: [1, 3, 7]}")
-    out = dict((k, v) for k, v in defaults.items())
-    for bucket in sorted(buckets):
-        out[str(bucket)] = buckets[bucket]
-    return out
-
-
-def table_json(table):
-    """The JSON text of a validated table: one bucket (or table-wide field) per line, as SGLang's ``json.load`` reads it."""
-    lines = ["  %s: %s" % (json.dumps(str(key)), json.dumps(value, sort_keys=True)) for key, value in table.items()]
-    return "{\n" + ",\n".join(lines) + "\n}\n"
-
-
-def candidate_union(table):
-    """Sorted union of every bucket's ``candidate_steps`` of a validated table (SGLang's
-    ``resolve_candidate_steps_from_config``)."""
-    steps = set()
-    for key, entry in table.items():
-        if str(key).isdigit():
-            steps.update(entry["candidate_steps"])
-    return sorted(steps)
-
-
-def initial_steps(table, given=None):
-    """The ``speculative_num_steps`` SGLang starts with: ``given`` (must be in the union), else the middle of the union
-    (``candidate_steps[len(candidate_steps) // 2]``, ``_init_adaptive_speculative_params``)."""
-    union = candidate_union(table)
-    return given if given is not None else union[len(union) // 2]
 
 
 def primary_flag(flag, profile):
@@ -280,3 +159,32 @@ def unsupported_reason(profile, algorithm, topk, architecture, extra_args):
         return ("extra_args", "--enable-pdmux",
                 "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)")
     return None
+
+
+def table_mode_refusal(profile, algorithm, topk=None, architecture=None, extra_args=None):
+    """Why the tuner's table mode (``speculative_tuning_mode: table``) cannot make adaptive an arm here, or None.
+
+    Where this returns a reason the tuner falls back to today's static decision over the weighted distribution and
+    its report says why adaptive was not an arm (issue 21 part 5).
+
+    :param profile: the version profile of ``sglang_server_version`` (``sglang_args.version_profile``: ``0.5.10``,
+        ``0.5.14``, ...). :param algorithm: the algorithm of the table's arms (``speculative_tuning_default_algorithm``,
+        any case; None = no speculation). :param topk: the largest ``speculative_eagle_topk`` of the arms (None = 1).
+    :param architecture: ``sglang_server_model_architecture`` or None. :param extra_args: ``sglang_server_extra_args``.
+    :returns: None, or a sentence naming the variable, its value and why: the version's parser has no
+        ``--speculative-adaptive`` (SGLang <= 0.5.10; the versions with it come from the wheels,
+        :func:`versions_with_adaptive`), or SGLang's own ``speculative_adaptive disabled`` reason
+        (:func:`unsupported_reason`: algorithm, topk, attention DP, multi-layer EAGLE, two-batch overlap, PD-mux).
+    """
+    having = versions_with_adaptive()
+    if profile not in having:
+        return ("sglang_server_version (SGLang %s rules) has no --speculative-adaptive: the flags exist from %s (read from the "
+                "wheels)" % (profile, " and ".join(having)))
+    algo = None if algorithm in (None, "") else str(algorithm).upper()
+    refused = unsupported_reason(profile, algo, topk, architecture, extra_args)
+    if refused is None:
+        return None
+    key, value, reason = refused
+    variable = {"speculative_algorithm": "speculative_tuning_default_algorithm", "speculative_eagle_topk": "arms' speculative_eagle_topk",
+                "model_architecture": "sglang_server_model_architecture", "extra_args": "sglang_server_extra_args"}[key]
+    return "%s=%s: SGLang would log 'speculative_adaptive disabled: %s' and serve static" % (variable, value, reason)

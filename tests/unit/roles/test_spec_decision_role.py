@@ -89,3 +89,16 @@ def test_a_decision_for_another_gpu_and_version_is_refused(tmp_path):
     assert "gpu_models ['%s'] then, ['NVIDIA H200'] now" % RTX in flat
     assert "gpu_count 4 then, 1 now" in flat
     assert "model_path" not in flat.split("was measured on another setup")[1].split("Fix:")[0]
+
+
+def test_a_table_mode_decision_is_rendered_with_adaptive_on(tmp_path):
+    # spec_tune mode=table records adaptive on, the tuned table and the static settings of its largest candidate (3 steps)
+    table = {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0, 1]}}
+    tuned = decision(sglang_version="0.5.23")
+    tuned["server_vars"].update(sglang_server_speculative_adaptive=True, sglang_server_speculative_adaptive_config=table)
+    rc, text, res = run(tmp_path, REF_GPU, json.dumps(tuned), sglang_server_version="0.5.23",
+                        sglang_server_image="lmsysorg/sglang:v0.5.23-cu130-runtime")
+    assert rc == 0, text
+    assert ("--speculative-adaptive-config", "/etc/sglang-adaptive/speculative_adaptive.json") in flags(res["rendered"])
+    assert "--speculative-adaptive" in res["rendered"]
+    assert ("--speculative-num-steps", "3") in flags(res["rendered"])

@@ -109,3 +109,21 @@ def test_launch_takes_the_roles_variables_with_the_tuned_settings():
     assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "3"
     with pytest.raises(AnsibleFilterError, match="sglang_server: the role's variables are missing"):
         FILTERS["sglang_launch"](DESC, "0.5.9", ctx, {}, {})
+
+
+def test_launch_serves_a_table_mode_decision_with_adaptive_on():
+    # spec_tune mode=table: the decision carries adaptive on and the tuned table (decision.tuned_settings passes them on)
+    inputs = dict((n, None) for n in FILTERS["sglang_server_variables"]("all"))
+    inputs.update(DESC, sglang_server_version_force=False, sglang_server_speculative_adaptive=False,
+                  sglang_server_speculative_adaptive_config={})
+    ctx = FILTERS["sglang_context"](FACTS, None)
+    table = {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0, 1]}}
+    tuned = {"speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 4, "speculative_draft_model_path": None, "arm": "NEXTN-s3-k1-d4",
+             "speculative_adaptive": True, "speculative_adaptive_config": table}
+    out = FILTERS["sglang_launch"](inputs, "0.5.23", ctx, tuned, {})
+    argv = out["argv"]
+    # 3 steps (the largest candidate) start the server, 3 + 1 draft tokens, the table mounted and named
+    assert "--speculative-adaptive" in argv and argv[argv.index("--speculative-num-steps") + 1] == "3"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
+    assert out["adaptive_config"]["content"] == '{\n  "1": {"candidate_steps": [1, 3]},\n  "32": {"candidate_steps": [0, 1]}\n}\n'

@@ -85,3 +85,33 @@ def test_running_configuration_prefers_the_recorded_decision():
 def test_eta_is_the_mean_arm_time_times_the_arms_left():
     assert tuning.tuning_eta([], 3) == "unknown until the first arm finishes"
     assert tuning.tuning_eta([100.0, 60.0], 3) == "~240 s"           # (100 + 60) / 2 * 3
+
+
+def test_tuning_table_refusal_maps_the_version_to_its_rules():
+    # 0.5.12 renders with the 0.5.10 rules (the newest modelled version not newer): no adaptive flags there
+    assert "SGLang 0.5.10 rules) has no --speculative-adaptive" in tuning.tuning_table_refusal({"version": "0.5.12", "algorithm": "NEXTN"})
+    # 0.5.16 uses the 0.5.14 rules: adaptive exists, NEXTN with topk 1 runs
+    assert tuning.tuning_table_refusal({"version": "0.5.16", "algorithm": "NEXTN", "topk": 1, "extra_args": []}) == ""
+    assert "attention DP" in tuning.tuning_table_refusal({"version": "v0.5.23", "algorithm": "EAGLE3",
+                                                          "extra_args": ["--attn-dp-size=2"]})
+    with pytest.raises(AnsibleFilterError, match="sglang_server_version"):
+        tuning.tuning_table_refusal({"version": "latest", "algorithm": "NEXTN"})
+
+
+def test_tuning_table_refusal_checks_each_given_arm():
+    arms = [{"speculative_algorithm": None}, {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3, "speculative_eagle_topk": 1},
+            {"algorithm": "EAGLE3", "num_steps": 2, "topk": 4}]
+    assert "arms' speculative_eagle_topk=4" in tuning.tuning_table_refusal({"version": "0.5.23", "algorithm": "EAGLE3", "arms": arms})
+    assert tuning.tuning_table_refusal({"version": "0.5.23", "algorithm": "EAGLE3", "arms": arms[:2]}) == ""
+
+
+def test_table_mode_buckets_are_levels_and_weighted_equally_without_weights():
+    base = {"target_concurrency": None, "weights": {}, "sweep": [], "trials": 3, "min_trials": 2, "objective": "throughput",
+            "max_running_requests": 64, "workload": "builtin"}
+    out = tuning.tuning_inputs(dict(base, buckets=[32, 1, 8]))
+    assert out == {"weights": {"32": 1.0, "1": 1.0, "8": 1.0}, "levels": [1, 8, 32]}
+    # a production distribution keeps its weights; the buckets are measured too
+    out = tuning.tuning_inputs(dict(base, weights={"8": 3}, buckets=[1, 8]))
+    assert out == {"weights": {"8": 3.0}, "levels": [1, 8]}
+    with pytest.raises(AnsibleFilterError, match="speculative_tuning_buckets=\\[0\\]"):
+        tuning.tuning_inputs(dict(base, buckets=[0]))

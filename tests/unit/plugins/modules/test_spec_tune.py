@@ -189,3 +189,93 @@ def test_decision_reports_acceptance_by_input_length_and_warns_on_long_prompts(c
     assert "| NEXTN-s3-k1-d4 | 3.10 (150.0) | 1.09 (72.0) |" in md and "| off | - (100.0) | - (80.0) |" in md
     assert "**Warning:** the winner NEXTN-s3-k1-d4 fails on >16k-token prompts" in md
     assert out["record"]["input_length_acceptance"][s3]["8"][">16k"]["accept_length"] == pytest.approx(1.09)
+
+
+# -- table mode (issue 21): SGLang's adaptive table per bucket --------------------------------------------------------
+
+def test_table_mode_plans_step_counts_stops_per_bucket_and_writes_the_table(capsys, tmp_path):
+    state = str(tmp_path / "h" / "state.json")
+    base = {"state_file": state, "fingerprint": FP, "mode": "table", "buckets": [1, 32]}
+    plan = run(capsys, dict(base, action="plan", table_steps=[3, 0, 1]))
+    # one arm per step count, simplest first; steps s -> s + 1 draft tokens, topk 1
+    assert [a["key"] for a in plan["pending"]] == ["off", "NEXTN-s1-k1-d2", "NEXTN-s3-k1-d4"]
+    rec = dict(base, action="record", objective="throughput", weights={"1": 1, "32": 1})
+    # bucket 1 / bucket 32 per trial: off 50/1000, 55/1000, 60/1000; 1 step 95/1100, 100/1100, 105/1100;
+    # 3 steps 100/900, 110/900, 120/900
+    for t, (a, b) in enumerate([(50, 1000), (55, 1000), (60, 1000)], 1):
+        run(capsys, dict(rec, arm="off", trial=t, records=recs(a, b)))
+    run(capsys, dict(base, action="finish", arm="off", duration_s=60.0))
+    run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=1, records=recs(95, 1100)))
+    out = run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=2, records=recs(100, 1100)))
+    # clear at both buckets against off: bucket 1 [95, 100] vs [50, 55, 60] is 97.5/55 = 1.77; bucket 32 1100/1000 = 1.1
+    # with no spread (the interval is the point)
+    assert out["early_stop"] is True
+    assert [(e["bucket"], e["against"]) for e in out["evidence"]] == [(1, "off"), (32, "off")]
+    assert out["evidence"][1]["low"] == pytest.approx(1.1)
+    run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=3, records=recs(105, 1100)))   # a third trial still counts
+    run(capsys, dict(base, action="finish", arm="NEXTN-s1-k1-d2", duration_s=60.0))
+    run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=1, records=recs(100, 900)))
+    out = run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=2, records=recs(110, 900)))
+    # weighted over both buckets 3 steps (500, 505) is clearly below 1 step (597.5, 600, 602.5), but at bucket 1
+    # [100, 110] vs [95, 100, 105] is not clear yet: no early stop in table mode
+    assert out["early_stop"] is False
+    assert "NEXTN-s1-k1-d2 at 1 x" in out["summary"]
+    run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=3, records=recs(120, 900)))
+    run(capsys, dict(base, action="finish", arm="NEXTN-s3-k1-d4", duration_s=60.0))
+    report = tmp_path / "report"
+    out = run(capsys, dict(base, action="decide", weights={"1": 1, "32": 1}, report_dir=str(report), plots=False))
+    # the static decision stays (weighted means: off 527.5, 1 step 600, 3 steps 505 -> 1 step)
+    assert out["decision"]["winner"] == "NEXTN-s1-k1-d2"
+    # the table (hand-computed in test_adaptive_table.py): bucket 1 best 3 steps, 1 step within [0.9091, 1.3310] -> [1, 3];
+    # bucket 32 best 1 step, off 1.1 and 3 steps 1.222 clear -> [1]
+    text = (report / "adaptive_table.json").read_text()
+    assert text == '{\n  "1": {"candidate_steps": [1, 3]},\n  "32": {"candidate_steps": [1]}\n}\n'
+    assert json.loads(text) == out["adaptive"]["table"]
+    # served: adaptive on, the static settings of the largest candidate (3 steps, 4 draft tokens, topk 1)
+    assert out["winner_vars"] == {
+        "sglang_server_speculative_algorithm": "NEXTN", "sglang_server_speculative_num_steps": 3,
+        "sglang_server_speculative_eagle_topk": 1, "sglang_server_speculative_num_draft_tokens": 4,
+        "sglang_server_speculative_draft_model_path": None, "sglang_server_speculative_adaptive": True,
+        "sglang_server_speculative_adaptive_config": {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [1]}}}
+    assert json.loads((report / "winner_vars.json").read_text()) == out["winner_vars"]
+    assert out["winner"]["key"] == "NEXTN-s3-k1-d4"
+    assert out["record"]["server_vars"] == out["winner_vars"] and out["record"]["mode"] == "table"
+    assert out["record"]["adaptive"]["table"] == out["adaptive"]["table"]
+    md = out["markdown"]
+    assert "## Adaptive table" in md and "starting at 3 steps" in md
+    # per bucket, speedup over steps 0 (the baseline itself): bucket 1: 1 step 100/55 = 1.818, v = 5^2/(3*100^2) +
+    # 5^2/(3*55^2) = 0.0035882 (as 3 over 1 step), df 3.11, half 3.182*0.059901 = 0.19061 -> [1.503, 2.200]; 3 steps 110/55 = 2.000
+    # [1.628, 2.458]; bucket 32: 1.100 and 0.900 (900/1000), points (no spread)
+    assert "| 1 | 1 (baseline) | 1.818 [1.503, 2.200] |" in md
+    assert "| 2.000 [1.628, 2.458] | 3 | [1, 3] |" in md
+    assert "| 32 | 1 (baseline) | 1.100 [1.100, 1.100] | 0.900 [0.900, 0.900] | 1 | [1] |" in md
+    assert (report / "decision.md").read_text() == md
+
+
+def test_table_mode_falls_back_to_the_static_decision_and_says_why(capsys, tmp_path):
+    state = str(tmp_path / "state.json")
+    why = "sglang_server_version (SGLang 0.5.10 rules) has no --speculative-adaptive"
+    base = {"state_file": state, "fingerprint": FP, "mode": "table", "table_refusal": why}
+    plan = run(capsys, dict(base, action="plan"))
+    # today's default grid, not the step counts
+    assert [a["key"] for a in plan["pending"]] == ["off", "NEXTN-s1-k1-d2", "NEXTN-s2-k1-d3", "NEXTN-s3-k1-d4"]
+    rec = dict(base, action="record", weights={"32": 1})
+    for key, vals in (("off", (1000, 1010)), ("NEXTN-s1-k1-d2", (1200, 1210))):
+        for t, v in enumerate(vals, 1):
+            run(capsys, dict(rec, arm=key, trial=t, records=recs(100, v)))
+        run(capsys, dict(base, action="finish", arm=key, duration_s=10.0))
+    report = tmp_path / "report"
+    out = run(capsys, dict(base, action="decide", weights={"32": 1}, report_dir=str(report), plots=False))
+    assert out["decision"]["winner"] == "NEXTN-s1-k1-d2"
+    assert out["winner_vars"]["sglang_server_speculative_num_steps"] == 1
+    assert out["winner_vars"]["sglang_server_speculative_adaptive"] is False
+    assert out["adaptive"]["refusal"] == why and out["adaptive"]["table"] is None
+    assert "Served: the static winner `NEXTN-s1-k1-d2` above, because adaptive was not an arm: " + why in out["markdown"]
+    assert not (report / "adaptive_table.json").exists()
+
+
+def test_table_mode_refuses_arms_a_table_cannot_hold(capsys, tmp_path):
+    out = run(capsys, {"state_file": str(tmp_path / "s.json"), "action": "plan", "mode": "table",
+                       "arms": [{"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 4,
+                                 "speculative_num_draft_tokens": 8}]}, fail=True)
+    assert "cannot be a step count of an adaptive table: speculative_eagle_topk 4" in out["msg"]

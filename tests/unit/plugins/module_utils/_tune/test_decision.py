@@ -303,3 +303,16 @@ def test_tuned_settings_refuses_another_setup_naming_each_difference():
     with pytest.raises(SpecDecisionError) as err:
         sd.tuned_settings(json.dumps(old), NOW, "/d.json", "gpu1")
     assert "gpu_models not recorded in the decision" in str(err.value)
+
+
+def test_tuned_settings_carries_a_table_mode_decision():
+    import json
+    # spec_tune mode=table records adaptive on and the table beside the static settings of the largest candidate
+    decision = _decision()
+    table = {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [0, 1]}}
+    decision["server_vars"].update(sglang_server_speculative_num_steps=3, sglang_server_speculative_num_draft_tokens=4,
+                                   sglang_server_speculative_adaptive=True, sglang_server_speculative_adaptive_config=table)
+    got = sd.tuned_settings(json.dumps(decision), NOW, "/d.json", "gpu1")
+    assert (got["arm"], got["speculative_adaptive"], got["speculative_adaptive_config"]) == ("NEXTN-s3-k1-d4", True, table)
+    # an older static decision has neither key (the role then serves the static arm, adaptive off)
+    assert "speculative_adaptive" not in sd.tuned_settings(json.dumps(_decision()), NOW, "/d.json", "gpu1")

@@ -189,3 +189,34 @@ def test_validation_key_takes_a_table_with_mixed_keys():
     key = d.validation_key(inputs, desc)
     inputs["sglang_server_speculative_adaptive_config"] = {1: {"candidate_steps": [1, 5]}, "ema_alpha": 0.3}
     assert len(key) == 64 and d.validation_key(inputs, d.server_description(inputs)) != key
+
+
+# -- the tuner's table mode: where adaptive cannot be an arm (one reason per condition) --------------------------
+
+@pytest.mark.parametrize("profile, algorithm, topk, arch, extra, words", [
+    ("0.5.10", "NEXTN", None, None, [], "SGLang 0.5.10 rules) has no --speculative-adaptive: the flags exist from 0.5.14 and 0.5.23"),
+    ("0.5.9", "EAGLE", None, None, [], "SGLang 0.5.9 rules) has no --speculative-adaptive"),
+    ("0.5.23", "standalone", None, None, [], "speculative_tuning_default_algorithm=STANDALONE: SGLang would log 'speculative_adaptive "
+     "disabled: speculative_algorithm=STANDALONE (only EAGLE/EAGLE3 are supported)'"),
+    ("0.5.23", None, None, None, [], "speculative_tuning_default_algorithm=None"),
+    ("0.5.23", "EAGLE3", 4, None, [], "arms' speculative_eagle_topk=4: SGLang would log 'speculative_adaptive disabled: "
+     "speculative_eagle_topk=4 (only topk=1 is supported)'"),
+    ("0.5.14", "NEXTN", None, None, ["--enable-dp-attention"], "sglang_server_extra_args=--enable-dp-attention: SGLang would "
+     "log 'speculative_adaptive disabled: enable_dp_attention=True is not supported"),
+    ("0.5.23", "NEXTN", None, None, ["--attn-dp-size", "4"], "sglang_server_extra_args=--attn-dp-size 4: SGLang would log "
+     "'speculative_adaptive disabled: attention DP is not supported"),
+    ("0.5.23", "EAGLE", None, None, ["--enable-multi-layer-eagle"], "enable_multi_layer_eagle=True is not supported"),
+    ("0.5.23", "EAGLE", None, "MiMoV2ForCausalLM", [], "sglang_server_model_architecture=MiMoV2ForCausalLM: SGLang would log "
+     "'speculative_adaptive disabled: enable_multi_layer_eagle=True"),
+    ("0.5.23", "EAGLE3", None, None, ["--enable-two-batch-overlap"], "enable_two_batch_overlap=True is not supported"),
+    ("0.5.14", "EAGLE3", None, None, ["--enable-pdmux"], "enable_pdmux=True is not supported"),
+])
+def test_table_mode_refusal_one_reason_per_condition(profile, algorithm, topk, arch, extra, words):
+    reason = adaptive.table_mode_refusal(profile, algorithm, topk, arch, extra)
+    assert words in reason
+
+
+@pytest.mark.parametrize("profile, algorithm, topk, arch", [
+    ("0.5.14", "NEXTN", None, None), ("0.5.23", "eagle3", 1, None)])
+def test_table_mode_allowed(profile, algorithm, topk, arch):
+    assert adaptive.table_mode_refusal(profile, algorithm, topk, arch, ["--mem-fraction-static", "0.8"]) is None

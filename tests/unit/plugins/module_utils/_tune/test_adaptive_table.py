@@ -1,0 +1,163 @@
+"""Table mode of the tuner: SGLang's adaptive table from static step counts, against tables worked out by hand.
+
+The 95 % intervals are Welch t on the log of the ratio of means (decision.ratio_interval); the arithmetic is in the
+comments, t(0.975, 3) = 3.182 and t(0.975, 4) = 2.776 from any t table.
+"""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import adaptive_table as at
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as sd
+from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang import adaptive
+
+
+def rec(conc, tput, tpot=10.0, failed=0):
+    return {"max_concurrency": conc, "output_throughput": tput, "median_tpot_ms": tpot, "failed": failed}
+
+
+OFF, S1, S2, S3 = at.step_arms("NEXTN", (0, 1, 2, 3))[:4]
+
+
+def trials(per_bucket):
+    """per_bucket: {bucket: [value of trial 1, trial 2, trial 3]} -> three trials of records."""
+    n = len(next(iter(per_bucket.values())))
+    return [[rec(b, vals[i]) for b, vals in sorted(per_bucket.items())] for i in range(n)]
+
+
+# bucket 1:  off [50, 55, 60] mean 55 sd 5; 1 step [95, 100, 105] mean 100 sd 5; 3 steps [100, 110, 120] mean 110 sd 10
+# bucket 32: off [1000] x3; 1 step [1100] x3; 3 steps [900] x3 (no spread)
+RESULTS = [
+    {"arm": OFF, "trials": trials({1: [50, 55, 60], 32: [1000, 1000, 1000]})},
+    {"arm": S1, "trials": trials({1: [95, 100, 105], 32: [1100, 1100, 1100]})},
+    {"arm": S3, "trials": trials({1: [100, 110, 120], 32: [900, 900, 900]})},
+]
+
+
+def test_bucket_table_by_hand():
+    out = at.bucket_table(RESULTS, [32, 1])
+    # bucket 1: best = 3 steps (mean 110).
+    #  3 over 1 step: R = 110/100 = 1.1; v3 = 10^2/(3*110^2) = 0.0027548, v1 = 5^2/(3*100^2) = 0.00083333,
+    #   var = 0.0035882, se = 0.059901, df = var^2/(v3^2/2 + v1^2/2) = 3.11 -> t 3.182; half = 0.19061;
+    #   interval 1.1*exp(-/+0.19061) = [0.9091, 1.3310]: reaches 1 -> 1 step is a candidate.
+    #  3 over off: R = 110/55 = 2.0; v3 = 0.0027548, voff = 5^2/(3*55^2) = 0.0027548, var = 0.0055096, se = 0.074227,
+    #   df = 4 -> t 2.776; half = 0.20605; [2*0.81381, 2*1.22880] = [1.6276, 2.4576]: clear of 1 -> off is out.
+    # bucket 32: best = 1 step (1100); off 1100/1000 = 1.1 and 3 steps 1100/900 = 1.2222, no spread: the intervals are
+    #   the points, clear of 1 -> only 1 step.
+    assert out["table"] == {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [1]}}
+    assert list(out["table"]) == ["1", "32"]
+    b1, b32 = out["buckets"]
+    assert (b1["bucket"], b1["best"], b1["candidate_steps"]) == (1, 3, [1, 3])
+    rows = dict((r["steps"], r) for r in b1["steps"])
+    assert rows[1]["vs_best"]["speedup"] == pytest.approx(1.1)
+    assert rows[1]["vs_best"]["low"] == pytest.approx(0.9091, abs=5e-4)
+    assert rows[1]["vs_best"]["high"] == pytest.approx(1.3310, abs=5e-4)
+    assert rows[0]["vs_best"]["low"] == pytest.approx(1.6276, abs=5e-4)
+    assert [rows[s]["candidate"] for s in (0, 1, 3)] == [False, True, True]
+    # speedup over off: 3 steps 110/55 = 2.0 [1.6276, 2.4576]; 1 step 100/55 = 1.8182; off itself 1.0
+    assert rows[3]["vs_off"]["speedup"] == pytest.approx(2.0)
+    assert (rows[3]["vs_off"]["low"], rows[3]["vs_off"]["high"]) == (pytest.approx(1.6276, abs=5e-4), pytest.approx(2.4576, abs=5e-4))
+    assert rows[1]["vs_off"]["speedup"] == pytest.approx(1.8182, abs=1e-4)
+    assert rows[0]["vs_off"]["speedup"] == pytest.approx(1.0)
+    assert rows[3]["mean"] == pytest.approx(110.0) and rows[3]["n"] == 3 and rows[3]["arm"] == "NEXTN-s3-k1-d4"
+    assert (b32["best"], b32["candidate_steps"]) == (1, [1])
+    r32 = dict((r["steps"], r) for r in b32["steps"])
+    assert (r32[0]["vs_best"]["low"], r32[3]["vs_best"]["low"]) == (pytest.approx(1.1), pytest.approx(1100 / 900.0))
+    assert out["problems"] == [] and out["unit"] == "tok/s" and out["higher_is_better"] is True
+    # SGLang's loader accepts it as it is (the controller's renderer checks the same way)
+    assert adaptive.validate_table(out["table"]) == out["table"]
+
+
+def test_equal_means_are_both_candidates_and_a_tie_goes_to_fewer_steps():
+    # bucket 8: 1 step and 2 steps both [200, 200, 200]: best = 1 step (tie -> fewer steps), 2 steps over it 1.0 -> candidate
+    res = [{"arm": S1, "trials": trials({8: [200, 200, 200]})}, {"arm": S2, "trials": trials({8: [200, 200, 200]})},
+           {"arm": OFF, "trials": trials({8: [150, 150, 150]})}]
+    out = at.bucket_table(res, [8])
+    assert out["buckets"][0]["best"] == 1
+    assert out["table"] == {"8": {"candidate_steps": [1, 2]}}
+
+
+def test_tpot_lower_is_better():
+    # median TPOT (ms): off 20, 1 step 10, 3 steps 12.5, each three equal trials: best = 1 step; off 20/10 = 2.0 and
+    # 3 steps 12.5/10 = 1.25 worse, with no spread -> only 1 step
+    def t(v):
+        return [[{"max_concurrency": 4, "output_throughput": 1.0, "median_tpot_ms": v}] for trial in range(3)]
+    out = at.bucket_table([{"arm": OFF, "trials": t(20.0)}, {"arm": S1, "trials": t(10.0)}, {"arm": S3, "trials": t(12.5)}],
+                          [4], "tpot")
+    assert out["table"] == {"4": {"candidate_steps": [1]}}
+    rows = dict((r["steps"], r) for r in out["buckets"][0]["steps"])
+    assert rows[1]["vs_off"]["speedup"] == pytest.approx(2.0)
+    assert rows[3]["vs_best"]["speedup"] == pytest.approx(1.25)
+    assert out["unit"] == "ms" and out["higher_is_better"] is False
+
+
+def test_one_trial_keeps_the_count_and_says_so():
+    # 1 step 100 (one trial) vs 3 steps [110, 110]: no interval -> 1 step stays, with a problem line
+    res = [{"arm": S1, "trials": [[rec(1, 100)]]}, {"arm": S3, "trials": [[rec(1, 110)], [rec(1, 110)]]}]
+    out = at.bucket_table(res, [1])
+    assert out["table"] == {"1": {"candidate_steps": [1, 3]}}
+    assert out["problems"] == ["bucket 1: 1 steps kept as a candidate without an interval (one trial)"]
+
+
+def test_failed_level_is_left_out_of_that_bucket():
+    # off failed at 32 in every trial: bucket 32 has only 1 step; vs_off is None there
+    res = [{"arm": OFF, "trials": [[rec(1, 50), rec(32, 900, failed=2)]] * 2},
+           {"arm": S1, "trials": [[rec(1, 80), rec(32, 1000)]] * 2}]
+    out = at.bucket_table(res, [1, 32])
+    assert out["table"] == {"1": {"candidate_steps": [1]}, "32": {"candidate_steps": [1]}}
+    assert out["buckets"][1]["steps"][0]["vs_off"] is None
+    assert out["problems"] == ["bucket 32: 0 steps (off) has no usable trial at concurrency 32"]
+
+
+def test_step_arms():
+    arms = at.step_arms("eagle3", (3, 0, 7))
+    assert [a["key"] for a in arms] == ["off", "EAGLE3-s3-k1-d4", "EAGLE3-s7-k1-d8"]
+    assert [at.arm_steps(a) for a in arms] == [0, 3, 7]
+    assert [a["key"] for a in at.step_arms()] == ["off", "NEXTN-s1-k1-d2", "NEXTN-s2-k1-d3", "NEXTN-s3-k1-d4",
+                                                  "NEXTN-s5-k1-d6", "NEXTN-s7-k1-d8"]
+
+
+@pytest.mark.parametrize("algorithm, steps, words", [
+    ("STANDALONE", (0, 1), "speculative_tuning_default_algorithm='STANDALONE'"),
+    ("NEXTN", (), "none given"),
+    ("NEXTN", (0, -1), "step count -1"),
+    ("NEXTN", (1, 1), "repeated"),
+])
+def test_step_arms_refuses(algorithm, steps, words):
+    with pytest.raises(sd.SpecDecisionError, match=words):
+        at.step_arms(algorithm, steps)
+
+
+@pytest.mark.parametrize("arm, words", [
+    ({"speculative_algorithm": "NEXTN", "speculative_num_steps": 2, "speculative_eagle_topk": 4}, "topk 4"),
+    ({"speculative_algorithm": "NEXTN", "speculative_num_steps": 2, "speculative_num_draft_tokens": 8}, "steps \\+ 1 = 3"),
+    ({"speculative_algorithm": "STANDALONE", "speculative_num_steps": 2}, "speculative_algorithm STANDALONE"),
+    ({"speculative_algorithm": "EAGLE"}, "no speculative_num_steps"),
+])
+def test_arm_steps_refuses(arm, words):
+    with pytest.raises(sd.SpecDecisionError, match=words):
+        at.arm_steps(sd.normalize_arm(arm))
+
+
+def test_bucket_table_refuses():
+    with pytest.raises(sd.SpecDecisionError, match="no bucket"):
+        at.bucket_table(RESULTS, [])
+    with pytest.raises(sd.SpecDecisionError, match="bucket 0: must be an int >= 1"):
+        at.bucket_table(RESULTS, [0])
+    with pytest.raises(sd.SpecDecisionError, match="bucket 8: no step count has a usable trial"):
+        at.bucket_table(RESULTS, [1, 8])
+    with pytest.raises(sd.SpecDecisionError, match="both have 1 steps"):
+        at.bucket_table(RESULTS + [{"arm": sd.normalize_arm({"algorithm": "NEXTN", "num_steps": 1}), "trials": []}], [1])
+    with pytest.raises(sd.SpecDecisionError, match="objective='speed'"):
+        at.bucket_table(RESULTS, [1], "speed")
+
+
+def test_adaptive_server_vars():
+    table = {"1": {"candidate_steps": [3, 5]}, "32": {"candidate_steps": [0, 1]}}
+    # the largest candidate 5 starts the server: draft tokens 5 + 1 = 6, topk 1
+    assert at.adaptive_server_vars(table, "eagle") == {
+        "sglang_server_speculative_algorithm": "EAGLE", "sglang_server_speculative_num_steps": 5,
+        "sglang_server_speculative_eagle_topk": 1, "sglang_server_speculative_num_draft_tokens": 6,
+        "sglang_server_speculative_draft_model_path": None, "sglang_server_speculative_adaptive": True,
+        "sglang_server_speculative_adaptive_config": table}
+    assert at.adaptive_server_vars({"1": {"candidate_steps": [0]}, "8": {"candidate_steps": [0]}}, "NEXTN") is None
