@@ -299,9 +299,8 @@ def test_table_mode_tuning_serves_the_tuned_adaptive_table(sandbox_hosts, tmp_pa
                "-v", "/opt/sim-under-test/sglang_sim:/usr/local/lib/python3.11/dist-packages/sglang_sim:ro"]
     env = {"SGLANG_SIM_VERSION": "0.5.23", "SGLANG_SIM_ARCH": "Qwen3_5MoeForConditionalGeneration", "SGLANG_SIM_GPU": "sm120",
            "SGLANG_SIM_LOAD_S": "1"}
-    # the decision path is named: the role's argument spec default refers to sglang_server_speculative_decision_path,
-    # which only the sglang_server role's defaults define, and decide.yml sets that one from speculative_tuning_decision_path
-    # (whose default refers back to it: a template loop unless one of them is a literal)
+    # the decision path is named, so the test reads the file it knows (the role resolves speculative_tuning_decision_path
+    # once, in main.yml, before decide.yml hands it to sglang_server as sglang_server_speculative_decision_path)
     inv = make_inventory(tmp_path, [host], group_vars={"sglang_server_version": "0.5.23", "sglang_server_extra_env": env,
                                                        "sglang_server_container_options": options,
                                                        "sglang_server_speculative_decision_path": "/etc/sglang/sglang-server.spec_decision.json"})
