@@ -27,7 +27,7 @@ several `podman exec` per task.
 `mitogen_linear` (ANSIBLE_STRATEGY_PLUGINS = ansible_mitogen/plugins/strategy, ANSIBLE_STRATEGY) and the connection
 `mitogen_podman` (one Python interpreter per host, started once with `podman exec` and kept for the whole run); with
 --ssh also over SSH (`ansible.builtin.ssh`, which the Mitogen strategy redirects to `mitogen_ssh`).
---check-run: also a no-change run in check mode (`--check --diff`, podman connection).
+--check-run: also a no-change run in check mode (`--check --diff`, podman connection; with --mitogen also with Mitogen).
 
 Prints one line per run and a table with, per run: the ratios N/1, the CPU seconds per host on the controller (the
 client) and in the hosts (the containers), the bytes the run printed per host, and the machine bound
@@ -269,6 +269,8 @@ def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=
         inv_mitogen = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-mitogen-%d-" % n, dir=logdir), slow_n,
                                       connection_name="mitogen_podman")
         kinds.append(("no_change_mitogen", inv_mitogen, None, mitogen, []))
+        if check_run:
+            kinds.append(("check_mitogen", inv_mitogen, None, mitogen, ["--check", "--diff"]))
     if ssh:
         access = enable_ssh(names, logdir)
         inv_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-ssh-%d-" % n, dir=logdir), slow_n, ssh=access)
@@ -375,7 +377,7 @@ def main():
             sandbox()
     base = next((r for r in results if r["hosts"] == 1), None)
 
-    kinds = ["first", "no_change", "check", "no_change_mitogen", "no_change_ssh", "no_change_mitogen_ssh"]
+    kinds = ["first", "no_change", "check", "no_change_mitogen", "check_mitogen", "no_change_ssh", "no_change_mitogen_ssh"]
     print("\n| hosts | run | wall s | wall / 1-host | CPU s (client + containers + conmon) | CPU / 1-host | "
           "client CPU s / host | host CPU s / host | machine bound s | wall / bound | tasks ok | changed | stdout bytes / host | "
           "load avg (1 min) before |")

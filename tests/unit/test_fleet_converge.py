@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -55,3 +56,22 @@ def test_inventory_with_the_mitogen_podman_connection(tmp_path):
     fleet = inv["all"]["children"]["sandbox_fleet"]
     assert fleet["vars"]["ansible_connection"] == "mitogen_podman"
     assert sorted(fleet["children"]["gpu_hosts"]["hosts"]) == ["sglang-sbx-1", "sglang-sbx-2"]
+
+
+def test_with_mitogen_refuses_a_path_without_mitogen(tmp_path):
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "with_mitogen.sh"), "true"], env=dict(os.environ, LLMOPS_MITOGEN_PATH=str(tmp_path)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    assert proc.returncode == 2
+    assert "LLMOPS_MITOGEN_PATH=%s" % tmp_path in proc.stderr
+    assert "requirements-mitogen.txt" in proc.stderr
+
+
+def test_with_mitogen_sets_the_strategy(tmp_path):
+    # a stand-in ansible_mitogen tree is enough: the script only points Ansible at it
+    (tmp_path / "ansible_mitogen" / "plugins" / "strategy").mkdir(parents=True)
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "with_mitogen.sh"), "sh", "-c",
+                           'echo "$ANSIBLE_STRATEGY $ANSIBLE_STRATEGY_PLUGINS ${PYTHONPATH%%:*}"'],
+                          env=dict(os.environ, LLMOPS_MITOGEN_PATH=str(tmp_path), PYTHONPATH=""),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["mitogen_linear", "%s/ansible_mitogen/plugins/strategy" % tmp_path, str(tmp_path)]
