@@ -26,7 +26,8 @@ several `podman exec` per task.
 `.venv/bin/pip install --target .mitogen -r requirements-mitogen.txt`, or --mitogen-path): the strategy
 `mitogen_linear` (ANSIBLE_STRATEGY_PLUGINS = ansible_mitogen/plugins/strategy, ANSIBLE_STRATEGY) and the connection
 `mitogen_podman` (one Python interpreter per host, started once with `podman exec` and kept for the whole run); with
---ssh also over SSH (`ansible.builtin.ssh`, which the Mitogen strategy redirects to `mitogen_ssh`).
+--ssh also over SSH (`mitogen_ssh`: the strategy redirects only the short names `ssh` and `podman`, not
+`ansible.builtin.ssh` or `containers.podman.podman`, so the inventories name Mitogen's plugins).
 --check-run: also a no-change run in check mode (`--check --diff`, podman connection; with --mitogen also with Mitogen).
 
 Prints one line per run and a table with, per run: the ratios N/1, the CPU seconds per host on the controller (the
@@ -190,11 +191,13 @@ def write_inventory(n, directory, slow=None, ssh=None, connection_name="containe
     """hosts.yml for sglang-sbx-1..n; ``slow`` = (host number, {SGLANG_SIM_*: value}) gives that host a simulator
     environment with these knobs added to the group's sglang_server_extra_env (a slower host for the fleet report);
     ``ssh`` = {"key": private key file, "addresses": {host: IP}}: reach the hosts over SSH instead of podman;
-    ``connection_name``: the podman-like connection plugin otherwise (mitogen_podman for --mitogen)."""
+    ``connection_name``: the connection plugin: containers.podman.podman or mitogen_podman, and with ``ssh``
+    ansible.builtin.ssh (the default here) or mitogen_ssh. Mitogen's strategy redirects only the short names (ssh,
+    podman), not these full names, so --mitogen names its plugins."""
     lines = []
     if ssh:
         connection = "\n".join([
-            "        ansible_connection: ansible.builtin.ssh",
+            "        ansible_connection: %s" % ("ansible.builtin.ssh" if "podman" in connection_name else connection_name),
             "        ansible_user: root",
             "        ansible_ssh_private_key_file: %s" % ssh["key"],
             # fresh hosts with fresh host keys on every measurement; a real fleet keeps known_hosts
@@ -276,7 +279,9 @@ def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=
         inv_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-ssh-%d-" % n, dir=logdir), slow_n, ssh=access)
         kinds.append(("no_change_ssh", inv_ssh, access["control_dir"], {}, []))
         if mitogen:
-            kinds.append(("no_change_mitogen_ssh", inv_ssh, None, mitogen, []))
+            inv_mitogen_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-mitogen-ssh-%d-" % n, dir=logdir), slow_n,
+                                              ssh=access, connection_name="mitogen_ssh")
+            kinds.append(("no_change_mitogen_ssh", inv_mitogen_ssh, None, mitogen, []))
     cgroups = container_cgroups(names)
     facts = tempfile.mkdtemp(prefix="fleet-facts-%d-" % n, dir=logdir)
     extra_env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": facts}

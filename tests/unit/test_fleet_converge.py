@@ -75,3 +75,16 @@ def test_with_mitogen_sets_the_strategy(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["mitogen_linear", "%s/ansible_mitogen/plugins/strategy" % tmp_path, str(tmp_path)]
+
+
+def test_inventory_over_ssh_with_mitogen_names_mitogen_ssh(tmp_path):
+    access = {"key": "/k", "addresses": {"sglang-sbx-1": "10.88.0.5"}, "control_dir": "/cp"}
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "mitogen").mkdir()
+    fleet_converge.write_inventory(1, str(tmp_path / "plain"), ssh=access)
+    fleet_converge.write_inventory(1, str(tmp_path / "mitogen"), ssh=access, connection_name="mitogen_ssh")
+    for name, connection in (("plain", "ansible.builtin.ssh"), ("mitogen", "mitogen_ssh")):
+        with open(str(tmp_path / name / "hosts.yml")) as fh:
+            fleet = yaml.safe_load(fh)["all"]["children"]["sandbox_fleet"]
+        assert fleet["vars"]["ansible_connection"] == connection
+        assert fleet["children"]["gpu_hosts"]["hosts"]["sglang-sbx-1"]["ansible_host"] == "10.88.0.5"
