@@ -2,7 +2,8 @@
 
 For each fleet size N (default 1, 4, 8):
   1. remove every sandbox container (tests/sandbox/sandbox.yml -e sandbox_state=absent) and start N fresh ones
-     (-e sandbox_hosts=N): a first run starts from bare hosts;
+     (-e sandbox_hosts=N): a first run starts from bare hosts (--incremental: only before the first size; later sizes
+     keep the converged hosts and add new ones, so their first run converges only the new hosts);
   2. write an inventory listing sglang-sbx-1..N (the sandbox playbook's add_host extras only live in its own run) next
      to a link to inventories/sandbox/group_vars, and a private fact cache (the shared .cache/facts may hold other
      sessions' facts for these names);
