@@ -203,6 +203,8 @@ def write_inventory(n, directory, slow=None, ssh=None, connection_name="containe
             "        ansible_ssh_private_key_file: %s" % ssh["key"],
             # fresh hosts with fresh host keys on every measurement; a real fleet keeps known_hosts
             "        ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            # the same for mitogen_ssh, which checks host keys unless told so by this option (it refused the new hosts)
+            "        ansible_host_key_checking: false",
             "        ansible_control_path_dir: %s" % ssh["control_dir"]])
     else:
         connection = "        ansible_connection: %s" % connection_name

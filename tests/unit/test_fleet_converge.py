@@ -87,4 +87,5 @@ def test_inventory_over_ssh_with_mitogen_names_mitogen_ssh(tmp_path):
         with open(str(tmp_path / name / "hosts.yml")) as fh:
             fleet = yaml.safe_load(fh)["all"]["children"]["sandbox_fleet"]
         assert fleet["vars"]["ansible_connection"] == connection
+        assert fleet["vars"]["ansible_host_key_checking"] is False   # mitogen_ssh ignores ansible_ssh_common_args for this
         assert fleet["children"]["gpu_hosts"]["hosts"]["sglang-sbx-1"]["ansible_host"] == "10.88.0.5"
