@@ -2,7 +2,8 @@
 
 For each fleet size N (default 1, 4, 8):
   1. remove every sandbox container (tests/sandbox/sandbox.yml -e sandbox_state=absent) and start N fresh ones
-     (-e sandbox_hosts=N): a first run starts from bare hosts;
+     (-e sandbox_hosts=N): a first run starts from bare hosts (--incremental: only before the first size; later sizes
+     keep the converged hosts and add new ones, so their first run converges only the new hosts);
   2. write an inventory listing sglang-sbx-1..N (the sandbox playbook's add_host extras only live in its own run) next
      to a link to inventories/sandbox/group_vars, and a private fact cache (the shared .cache/facts may hold other
      sessions' facts for these names);
@@ -22,7 +23,18 @@ Ansible's own SSH options: pipelining (ansible.cfg) and ControlMaster/ControlPer
 which is how a production fleet is reached. The podman connection plugin cannot pipeline (it says so) and starts
 several `podman exec` per task.
 
-Prints one line per run and a table with the ratios N/1. Results go to --out as JSON.
+--mitogen: also a no-change run with Mitogen (https://mitogen.networkgenomics.com, optional, not in requirements.txt:
+`.venv/bin/pip install --target .mitogen -r requirements-mitogen.txt`, or --mitogen-path): the strategy
+`mitogen_linear` (ANSIBLE_STRATEGY_PLUGINS = ansible_mitogen/plugins/strategy, ANSIBLE_STRATEGY) and the connection
+`mitogen_podman` (one Python interpreter per host, started once with `podman exec` and kept for the whole run); with
+--ssh also over SSH (`mitogen_ssh`: the strategy redirects only the short names `ssh` and `podman`, not
+`ansible.builtin.ssh` or `containers.podman.podman`, so the inventories name Mitogen's plugins).
+--check-run: also a no-change run in check mode (`--check --diff`, podman connection; with --mitogen also with Mitogen).
+
+Prints one line per run and a table with, per run: the ratios N/1, the CPU seconds per host on the controller (the
+client) and in the hosts (the containers), the bytes the run printed per host, and the machine bound
+N x CPU(1 host) / cores: the least wall time the machine's cores allow when N hosts each need the 1-host run's CPU.
+Results go to --out as JSON.
 
 The sandbox is shared: run it under the lock, and only when the machine can spare the cores, e.g.
     flock /tmp/llmops-sandbox.lock .venv/bin/python benchmarks/fleet_converge.py --sizes 1,4
@@ -123,6 +135,27 @@ def cg_seconds(files):
     return out
 
 
+def mitogen_env(path):
+    """Environment that makes ansible-playbook run with Mitogen's mitogen_linear strategy, from ``path``: a directory
+    that holds the ``ansible_mitogen`` package (pip install --target), or "" for the one importable by .venv's Python.
+    Exits with a message naming the fix when it is not installed."""
+    code = "import ansible_mitogen, mitogen, os; print(os.path.dirname(ansible_mitogen.__file__)); print('.'.join(map(str, mitogen.__version__)))"
+    e = env()
+    if path:
+        e["PYTHONPATH"] = os.path.abspath(path) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    proc = subprocess.run([os.path.join(VENV_BIN, "python"), "-c", code], env=e, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit("--mitogen: ansible_mitogen is not importable from --mitogen-path=%s (%s). Fix: "
+                 ".venv/bin/pip install --target .mitogen -r requirements-mitogen.txt" % (path, proc.stdout.strip()[-300:]))
+    package, version = proc.stdout.strip().splitlines()[-2:]
+    out = {"ANSIBLE_STRATEGY_PLUGINS": os.path.join(package, "plugins", "strategy"), "ANSIBLE_STRATEGY": "mitogen_linear",
+           "MITOGEN_VERSION": version}
+    if path:
+        out["PYTHONPATH"] = e["PYTHONPATH"]
+    return out
+
+
 def playbook(args, extra_env=None, log=None, cgroups=None, control_dir=None):
     """Run ansible-playbook ARGS from the repository root; returns (rc, seconds, output, recap, cpu).
 
@@ -155,21 +188,26 @@ def playbook(args, extra_env=None, log=None, cgroups=None, control_dir=None):
     return proc.returncode, dt, proc.stdout, recap, cpu
 
 
-def write_inventory(n, directory, slow=None, ssh=None):
+def write_inventory(n, directory, slow=None, ssh=None, connection_name="containers.podman.podman"):
     """hosts.yml for sglang-sbx-1..n; ``slow`` = (host number, {SGLANG_SIM_*: value}) gives that host a simulator
     environment with these knobs added to the group's sglang_server_extra_env (a slower host for the fleet report);
-    ``ssh`` = {"key": private key file, "addresses": {host: IP}}: reach the hosts over SSH instead of podman."""
+    ``ssh`` = {"key": private key file, "addresses": {host: IP}}: reach the hosts over SSH instead of podman;
+    ``connection_name``: the connection plugin: containers.podman.podman or mitogen_podman, and with ``ssh``
+    ansible.builtin.ssh (the default here) or mitogen_ssh. Mitogen's strategy redirects only the short names (ssh,
+    podman), not these full names, so --mitogen names its plugins."""
     lines = []
     if ssh:
         connection = "\n".join([
-            "        ansible_connection: ansible.builtin.ssh",
+            "        ansible_connection: %s" % ("ansible.builtin.ssh" if "podman" in connection_name else connection_name),
             "        ansible_user: root",
             "        ansible_ssh_private_key_file: %s" % ssh["key"],
             # fresh hosts with fresh host keys on every measurement; a real fleet keeps known_hosts
             "        ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            # the same for mitogen_ssh, which checks host keys unless told so by this option (it refused the new hosts)
+            "        ansible_host_key_checking: false",
             "        ansible_control_path_dir: %s" % ssh["control_dir"]])
     else:
-        connection = "        ansible_connection: containers.podman.podman"
+        connection = "        ansible_connection: %s" % connection_name
     for i in range(1, n + 1):
         lines.append("            sglang-sbx-%d:" % i)
         if ssh:
@@ -218,47 +256,80 @@ def enable_ssh(names, logdir):
     return {"key": key, "addresses": addresses, "control_dir": control_dir}
 
 
-def measure(n, site_args, logdir, slow=None, ssh=False):
-    """Fresh sandbox of n hosts, then site.yml first and no-change run (and a no-change run over SSH with ``ssh``).
-    Returns a dict of results."""
-    sandbox("-e", "sandbox_state=absent")
+def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=False, fresh=True):
+    """Fresh sandbox of n hosts, then site.yml first and no-change run (and a no-change run over SSH with ``ssh``,
+    with Mitogen when ``mitogen`` is the environment of :func:`mitogen_env`, in check mode with ``check_run``).
+    ``fresh`` False (--incremental): keep the hosts of the previous size, so that the first run converges only the
+    new ones. Returns a dict of results."""
+    if fresh:
+        sandbox("-e", "sandbox_state=absent")
     up = sandbox("-e", "sandbox_hosts=%d" % n)
     names = ["sglang-sbx-%d" % i for i in range(1, n + 1)]
     slow_n = slow if slow and slow[0] <= n else None
     inv = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-%d-" % n, dir=logdir), slow_n)
-    kinds = [("first", inv, None), ("no_change", inv, None)]
+    # (kind, inventory, SSH control directory, extra environment, extra arguments)
+    kinds = [("first", inv, None, {}, []), ("no_change", inv, None, {}, [])]
+    if check_run:
+        kinds.append(("check", inv, None, {}, ["--check", "--diff"]))
+    if mitogen:
+        inv_mitogen = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-mitogen-%d-" % n, dir=logdir), slow_n,
+                                      connection_name="mitogen_podman")
+        kinds.append(("no_change_mitogen", inv_mitogen, None, mitogen, []))
+        if check_run:
+            kinds.append(("check_mitogen", inv_mitogen, None, mitogen, ["--check", "--diff"]))
     if ssh:
         access = enable_ssh(names, logdir)
         inv_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-ssh-%d-" % n, dir=logdir), slow_n, ssh=access)
-        kinds.append(("no_change_ssh", inv_ssh, access["control_dir"]))
+        kinds.append(("no_change_ssh", inv_ssh, access["control_dir"], {}, []))
+        if mitogen:
+            inv_mitogen_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-mitogen-ssh-%d-" % n, dir=logdir), slow_n,
+                                              ssh=access, connection_name="mitogen_ssh")
+            kinds.append(("no_change_mitogen_ssh", inv_mitogen_ssh, None, mitogen, []))
     cgroups = container_cgroups(names)
     facts = tempfile.mkdtemp(prefix="fleet-facts-%d-" % n, dir=logdir)
     extra_env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": facts}
-    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}, "slow": slow_n}
-    for kind, inventory, control_dir in kinds:
+    res = {"hosts": n, "sandbox_up_s": round(up, 1), "runs": {}, "slow": slow_n, "fresh": fresh}
+    for kind, inventory, control_dir, kind_env, kind_args in kinds:
         load_before = loadavg()
-        rc, dt, out, recap, cpu = playbook(["-i", inventory, "site.yml"] + site_args, extra_env,
+        rc, dt, out, recap, cpu = playbook(["-i", inventory, "site.yml"] + kind_args + site_args, dict(extra_env, **kind_env),
                                            log=os.path.join(logdir, "site-%d-%s.log" % (n, kind)), cgroups=cgroups,
                                            control_dir=control_dir)
         run = {"rc": rc, "seconds": round(dt, 1), "load_before": load_before, "load_after": loadavg(), "cpu": cpu,
                "cpu_total_s": round(sum(v for v in cpu.values() if v is not None), 1),
                "tasks": sum(r["ok"] for r in recap.values()),  # task results that ran (ok counts changed ones too)
                "changed": sum(r["changed"] for r in recap.values()), "failed": sum(r["failed"] for r in recap.values()),
-               "hosts_in_recap": len(recap),
+               "hosts_in_recap": len(recap), "stdout_bytes": len(out.encode()),
                "benchmark_skipped": out.count("benchmark skipped on "),
                "warnings": len(re.findall(r"^\[WARNING\]", out, re.M))}
         fleet = re.search(r"fleet report: ([^\s']+)", out)
         run["fleet_report"] = fleet.group(1) if fleet else None
         res["runs"][kind] = run
-        print("N=%d %-13s rc=%d %6.1f s  cpu %.1f s (client %.1f, containers %s, conmon %s)  ok=%d changed=%d failed=%d "
+        print("N=%d %-21s rc=%d %6.1f s  cpu %.1f s (client %.1f, containers %s, conmon %s)  ok=%d changed=%d failed=%d "
               "skipped-benchmarks=%d warnings=%d  load %s -> %s"
               % (n, kind, rc, dt, run["cpu_total_s"], cpu["client_s"], cpu["containers_s"], cpu["conmon_s"], run["tasks"],
                  run["changed"], run["failed"], run["benchmark_skipped"], run["warnings"],
                  "/".join("%.2f" % x for x in load_before), "/".join("%.2f" % x for x in run["load_after"])), flush=True)
         if rc != 0:
             print(out[-3000:])
-            break
+            if kind in ("first", "no_change"):
+                break
     return res
+
+
+def per_host(n, run, base, cores):
+    """Figures per host of one run of ``n`` hosts (``run`` and ``base``, the same kind's 1-host run or None, as
+    :func:`measure` records them): client_s_per_host and host_s_per_host (CPU seconds; the conmon cgroup is left out,
+    it is shared), stdout_bytes_per_host, bound_s = n x CPU(1 host, client + containers + conmon) / ``cores`` (the least
+    wall time ``cores`` allow; never below the 1-host wall time, one host's tasks are sequential) and
+    wall_over_bound; None where a figure is not known."""
+    host = run["cpu"]["containers_s"]
+    bound = None
+    if base and base["cpu_total_s"]:
+        bound = round(max(n * base["cpu_total_s"] / float(cores), base["seconds"]), 1)
+    return {"client_s_per_host": round(run["cpu"]["client_s"] / float(n), 2),
+            "host_s_per_host": None if host is None else round(host / float(n), 2),
+            "stdout_bytes_per_host": int(run.get("stdout_bytes", 0) / n),
+            "bound_s": bound, "wall_over_bound": round(run["seconds"] / bound, 2) if bound else None}
 
 
 def main():
@@ -271,6 +342,14 @@ def main():
                     "timing (docs/simulator.md), so the fleet report has a host to flag")
     ap.add_argument("--ssh", action="store_true", help="also a no-change run over SSH (openssh-server and a new key on "
                     "each host; pipelining and ControlPersist)")
+    ap.add_argument("--mitogen", action="store_true", help="also a no-change run with Mitogen's mitogen_linear strategy "
+                    "and mitogen_podman (and mitogen_ssh with --ssh); needs requirements-mitogen.txt")
+    ap.add_argument("--mitogen-path", default=os.path.join(ROOT, ".mitogen"), help="directory holding ansible_mitogen "
+                    "(pip install --target; default .mitogen); '' for the one installed in .venv")
+    ap.add_argument("--check-run", action="store_true", help="also a no-change run in check mode (--check --diff), at the "
+                    "first size")
+    ap.add_argument("--incremental", action="store_true", help="remove the sandbox once, then keep each size's hosts for "
+                    "the next: the first run of a size converges only its new hosts (saves most of a large first run)")
     ap.add_argument("site_args", nargs="*", help="extra ansible-playbook arguments for site.yml (after --)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
@@ -284,35 +363,50 @@ def main():
         sys.exit("--sizes=%s: give fleet sizes >= 1, e.g. 1,4,8" % args.sizes)
     if shutil.which("podman") is None:
         sys.exit("podman is missing: the sandbox needs it (scripts/bootstrap.sh)")
+    mitogen = None
+    if args.mitogen:
+        mitogen = mitogen_env(args.mitogen_path if args.mitogen_path and os.path.isdir(args.mitogen_path) else "")
+        print("mitogen %s: %s" % (mitogen.pop("MITOGEN_VERSION"), mitogen["ANSIBLE_STRATEGY_PLUGINS"]), flush=True)
     logdir = args.logdir or tempfile.mkdtemp(prefix="fleet-converge-")
     os.makedirs(logdir, exist_ok=True)
     print("logs: %s; cores: %d" % (logdir, os.cpu_count()), flush=True)
     results = []
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     try:
-        for n in sizes:
-            results.append(measure(n, args.site_args, logdir, slow, args.ssh))
+        for i, n in enumerate(sizes):
+            results.append(measure(n, args.site_args, logdir, slow, args.ssh, mitogen, args.check_run and i == 0,
+                                   fresh=not args.incremental or i == 0))
+            with open(args.out, "w") as fh:   # after every size: a long measurement stopped early keeps what it has
+                json.dump({"sizes": sizes, "site_args": args.site_args, "cores": os.cpu_count(), "results": results}, fh,
+                          indent=1)
     finally:
         if not args.keep:
             sandbox("-e", "sandbox_state=absent")
             sandbox()
     base = next((r for r in results if r["hosts"] == 1), None)
 
-    kinds = ["first", "no_change"] + (["no_change_ssh"] if args.ssh else [])
-    print("\n| hosts | run | wall s | wall / 1-host | CPU s (client + containers + conmon) | CPU / 1-host | tasks ok | "
+    kinds = ["first", "no_change", "check", "no_change_mitogen", "check_mitogen", "no_change_ssh", "no_change_mitogen_ssh"]
+    print("\n| hosts | run | wall s | wall / 1-host | CPU s (client + containers + conmon) | CPU / 1-host | "
+          "client CPU s / host | host CPU s / host | machine bound s | wall / bound | tasks ok | changed | stdout bytes / host | "
           "load avg (1 min) before |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cores = os.cpu_count() or 1
     for r in results:
         for kind in kinds:
             run = r["runs"].get(kind)
             if not run:
                 continue
             b = base["runs"].get(kind) if base else None
-            print("| %d | %s | %.1f | %s | %.1f (%.1f + %s + %s) | %s | %d | %.2f |" % (
+            fig = per_host(r["hosts"], run, b, cores)
+            print("| %d | %s | %.1f | %s | %.1f (%.1f + %s + %s) | %s | %.1f | %s | %s | %s | %d | %d | %d | %.2f |" % (
                 r["hosts"], kind, run["seconds"], "%.2f" % (run["seconds"] / b["seconds"]) if b else "-",
                 run["cpu_total_s"], run["cpu"]["client_s"], run["cpu"]["containers_s"], run["cpu"]["conmon_s"],
                 "%.2f" % (run["cpu_total_s"] / b["cpu_total_s"]) if b and b["cpu_total_s"] else "-",
-                run["tasks"], run["load_before"][0]))
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+                fig["client_s_per_host"], "-" if fig["host_s_per_host"] is None else "%.1f" % fig["host_s_per_host"],
+                "-" if fig["bound_s"] is None else "%.1f" % fig["bound_s"],
+                "-" if fig["wall_over_bound"] is None else "%.2f" % fig["wall_over_bound"],
+                run["tasks"], run["changed"], fig["stdout_bytes_per_host"], run["load_before"][0]))
+            run["per_host"] = fig
     with open(args.out, "w") as fh:
         json.dump({"sizes": sizes, "site_args": args.site_args, "cores": os.cpu_count(), "results": results}, fh, indent=1)
     for r in results:
