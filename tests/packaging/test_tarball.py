@@ -23,7 +23,7 @@ BIN = Path(sys.executable).parent
 # Development-only paths (galaxy.yml build_ignore); none of them may be in the tarball.
 DEV_ONLY = ("tests/", "benchmarks/", "extensions/", "scripts/", ".ci/", "inventories/sandbox/", "changelogs/fragments/",
             "build/", "docs/sandbox.md", "docs/simulator.md", "docs/design/SANDBOX_NOTES.md", "Makefile", "pytest.ini",
-            "requirements.txt", "ansible.cfg", "site.yml", "execution-environment.yml", ".gitignore", ".yamllint",
+            "requirements.txt", "requirements-mitogen.txt", "ansible.cfg", "site.yml", "execution-environment.yml", ".gitignore", ".yamllint",
             ".ansible-lint")
 
 
@@ -64,7 +64,9 @@ def test_tarball_holds_the_collection_and_no_development_files(installed):
     assert info["repository"].startswith("https://github.com/") and "example.invalid" not in json.dumps(info)
     with open(REPO / "LICENSE") as fh:
         assert "GNU GENERAL PUBLIC LICENSE" in fh.readline() + fh.readline()
-    assert tarball.stat().st_size < 600 * 1024      # 270 KiB today; the sandbox and tests would add ~45 %
+    # 625 KiB on 2026-12-06 (270 KiB at the first release: the tuner's table mode, the watch rules, the moving load);
+    # shipping the sandbox and the tests by mistake would add ~45 %
+    assert tarball.stat().st_size < 760 * 1024
 
 
 def _names(directory, pattern):
