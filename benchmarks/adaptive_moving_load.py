@@ -1,0 +1,279 @@
+"""Speculation that follows the load (issue 21): tune SGLang's adaptive draft-length table on the SGLang simulator (a test
+double), then prove it on a load that moves, against SGLang's default table, the best static arm and no speculation.
+
+1. The simulator runs the Hopper-class profile of docs/simulator.md ("the best static step count falls with batch
+   size": SGLANG_SIM_T0_MS=20, K_MS=0.1, DRAFT_MS=1.5, DRAFT_K_MS=0.02, VERIFY_MS=1, ACCEPT_P=0.75), SGLang 0.5.23
+   formats, NEXTN on the reference model, tp 4, max_running_requests 64, the built-in category-labelled prompts.
+2. Tuning, as spec_tune's table mode does it: one server start per static step count (0, 1, 2, 3, 5, 7; draft tokens
+   steps + 1, topk 1), every bucket (1, 8, 32, 64) measured as a closed-loop concurrency level in that start, ``--tune-
+   trials`` sweeps; the table from ``_tune/adaptive_table.bucket_table`` (each bucket's best step count plus every count
+   not significantly worse, 95 % intervals); the best static arm for the load's time-weighted distribution with
+   ``_tune/decision.objective_value``. Printed: the per-bucket table, the time from start to decision, the restarts.
+3. The moving load (``_bench/client.run_phases``): phases 1 -> 8 -> 32 -> 64 -> 8 -> 1 at ``--dwell`` seconds each, a
+   closed loop; four arms - the tuned table (``--speculative-adaptive --speculative-adaptive-config``), SGLang's default
+   table (``--speculative-adaptive`` alone), the best static arm, off (one arm when the best static arm is off) -
+   ``--ab-trials`` trials each, the arms interleaved
+   per trial so drift on the machine spreads over all of them, a fresh server per run (a restart costs the simulator
+   50 ms). Per phase (``_bench/phases.phase_metrics``): output tok/s of the tokens that arrived in the window, with a 95 %
+   interval over the trials, the tuned table's speedup over the default table and over the best static arm with 95 %
+   intervals (``decision.ratio_interval``), and for the adaptive arms the step counts observed in the phase
+   (``sglang:spec_num_steps`` read from /metrics every 0.2 s) and how often the step count switched.
+
+Usage: .venv/bin/python benchmarks/adaptive_moving_load.py [--dwell 15] [--tune-trials 3] [--ab-trials 3] [--json out.json]
+Takes about 30 minutes with the defaults on an idle 2-core machine; run it alone: the simulator's timing is real
+sleeping, and a CPU-starved simulator or client widens the intervals, and with them the tuned table's candidate lists.
+The numbers are the simulator's, not a GPU's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "sandbox"))
+sys.path.insert(0, os.path.join(REPO, ".collections"))
+
+from sglang_sim.harness import SimProcess  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import client as bc  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import phases as bp  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench import workloads as wl  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import level_metrics  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import adaptive_table as at  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as sd  # noqa: E402
+
+PROFILE = {"SGLANG_SIM_VERSION": "0.5.23", "SGLANG_SIM_T0_MS": "20", "SGLANG_SIM_K_MS": "0.1", "SGLANG_SIM_DRAFT_MS": "1.5",
+           "SGLANG_SIM_DRAFT_K_MS": "0.02", "SGLANG_SIM_VERIFY_MS": "1", "SGLANG_SIM_ACCEPT_P": "0.75"}
+BASE = ["--tp", "4", "--max-running-requests", "64", "--enable-metrics", "--decode-log-interval", "40"]
+BUCKETS = (1, 8, 32, 64)
+STEPS = at.STEP_COUNTS
+STEPS_RE = re.compile(r"^sglang:spec_num_steps(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.M)
+
+
+def spec_args(steps):
+    """Launch flags of a static arm: NEXTN with ``steps`` draft steps (topk 1, draft tokens steps + 1); 0 = off."""
+    if steps == 0:
+        return []
+    return ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", str(steps + 1)]
+
+
+def adaptive_args(table_path=None, steps=None):
+    """Launch flags of an adaptive arm: the table at ``table_path`` (None: SGLang's built-in table), starting at
+    ``steps`` (None: SGLang picks the middle of the candidates' union)."""
+    out = ["--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1", "--speculative-adaptive"]
+    if steps is not None:
+        out += ["--speculative-num-steps", str(steps), "--speculative-num-draft-tokens", str(steps + 1)]
+    if table_path:
+        out += ["--speculative-adaptive-config", table_path]
+    return out
+
+
+def start(args):
+    sim = SimProcess(BASE + args, env=PROFILE)
+    sim.wait_ready(timeout=60)
+    return sim
+
+
+def measure_level(url, prompts, concurrency):
+    """One closed-loop level: max(4, 2 x concurrency) requests at ``concurrency``; a record as spec_tune reads it."""
+    n = max(4, 2 * concurrency)
+    results, duration, _warm = bc.run_benchmark(bc.Target(url), prompts[:n], max_concurrency=concurrency,
+                                                warmup_prompts=prompts[n:n + 2])
+    rec = level_metrics(results, duration)
+    rec["max_concurrency"] = concurrency
+    return rec
+
+
+class StepPoller(object):
+    """Reads ``sglang:spec_num_steps`` from /metrics every ``period`` s in a thread: ``samples`` = [(perf_counter, steps)]."""
+
+    def __init__(self, url, period=0.2):
+        self.url, self.period, self.samples = url + "/metrics", period, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as resp:
+                    m = STEPS_RE.search(resp.read().decode("utf-8", "replace"))
+                if m:
+                    self.samples.append((time.perf_counter(), int(float(m.group(1)))))
+            except OSError:
+                pass
+            self._stop.wait(self.period)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+
+def steps_by_phase(samples, phases, start):
+    """Per phase: the step counts observed (sorted) and the number of switches between consecutive samples in it."""
+    bounds = bp.boundaries(phases)
+    out = []
+    prev = None
+    for k in range(len(phases)):
+        seen, switches = set(), 0
+        for t, steps in samples:
+            if start + bounds[k] <= t < start + bounds[k + 1]:
+                seen.add(steps)
+                if prev is not None and steps != prev:
+                    switches += 1
+            if t < start + bounds[k + 1]:
+                prev = steps
+        out.append({"steps": sorted(seen), "switches": switches})
+    return out
+
+
+def interval(values):
+    """(mean, 95 % half-width) of per-trial values (Student t, n - 1 degrees of freedom; 0 with one value)."""
+    m, s = sd.mean_sd(values)
+    return m, (sd.t975(len(values) - 1) * s / len(values) ** 0.5) if len(values) > 1 else 0.0
+
+
+def tune(prompts, trials):
+    """Measure every step count at every bucket (one start per step count). Returns (bucket_table result, results,
+    restarts, seconds)."""
+    t0 = time.time()
+    results, restarts = [], 0
+    arms = at.step_arms("NEXTN", STEPS)
+    for arm in arms:
+        steps = at.arm_steps(arm)
+        sim = start(spec_args(steps))
+        restarts += 1
+        try:
+            sweeps = [[measure_level(sim.url, prompts, c) for c in BUCKETS] for _t in range(trials)]
+        finally:
+            sim.stop()
+        results.append({"arm": arm, "trials": sweeps})
+        shown = ", ".join("c%d %.0f tok/s" % (r["max_concurrency"], r["output_throughput"]) for r in sweeps[-1])
+        print("  tuned %d steps: %s" % (steps, shown), flush=True)
+    return at.bucket_table(results, list(BUCKETS)), results, restarts, time.time() - t0
+
+
+def best_static(results, weights):
+    """The step count whose mean time-weighted throughput over its trials is the highest (ties: fewer steps)."""
+    best = None
+    for res in results:
+        vals = [sd.objective_value(records, "throughput", weights) for records in res["trials"]]
+        mean = sum(vals) / len(vals)
+        if best is None or mean > best[1]:
+            best = (at.arm_steps(res["arm"]), mean)
+    return best
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--dwell", type=float, default=15.0,
+                    help="seconds per phase (default 15: several requests' lifetimes, so the drain after a fall in "
+                         "concurrency is a small part of the next phase)")
+    ap.add_argument("--tune-trials", type=int, default=3, help="sweeps per step count while tuning (default 3)")
+    ap.add_argument("--ab-trials", type=int, default=3, help="runs of the moving load per arm (default 3)")
+    ap.add_argument("--output-len", type=int, default=128, help="output tokens per request (default 128)")
+    ap.add_argument("--json", default="", help="write every number to this file")
+    args = ap.parse_args(argv)
+    prompts = bc.workload_prompts(wl.builtin_rows(), 400, args.output_len, 1, "sglang")
+    phases = [{"concurrency": c, "duration_s": args.dwell} for c in bp.EXAMPLE_CONCURRENCY]
+    weights = {}
+    for ph in phases:
+        weights[ph["concurrency"]] = weights.get(ph["concurrency"], 0.0) + ph["duration_s"]
+    t_start = time.time()
+
+    print("== tuning: %d step counts x %d buckets x %d trials, one server start per step count"
+          % (len(STEPS), len(BUCKETS), args.tune_trials), flush=True)
+    table, results, restarts, tune_s = tune(prompts, args.tune_trials)
+    static_steps, static_mean = best_static(results, weights)
+    print("\n| bucket | best steps | candidate_steps | speedup over off by steps %s |" % " / ".join(str(s) for s in STEPS))
+    print("|---:|---:|---|---|")
+    for b in table["buckets"]:
+        ups = dict((r["steps"], r["vs_off"]) for r in b["steps"])
+        shown = " / ".join("%.2f [%.2f, %.2f]" % (ups[s]["speedup"], ups[s]["low"] or 0, ups[s]["high"] or 0) if ups.get(s) else "-"
+                           for s in STEPS)
+        print("| %d | %d | %s | %s |" % (b["bucket"], b["best"], b["candidate_steps"], shown))
+    print("\ntable: %s" % json.dumps(table["table"], sort_keys=True))
+    print("best static arm for the load's distribution %s: %d steps (%.0f tok/s weighted)" % (
+        dict((c, round(w / sum(weights.values()), 3)) for c, w in sorted(weights.items())), static_steps, static_mean))
+    print("time from start to decision: %.0f s; server starts while tuning: %d (step counts %d + 2 = %d allowed)"
+          % (tune_s, restarts, len(STEPS), len(STEPS) + 2), flush=True)
+
+    tmp = tempfile.mkdtemp(prefix="adaptive-moving-")
+    table_path = os.path.join(tmp, "adaptive_table.json")
+    with open(table_path, "w") as fh:
+        json.dump(table["table"], fh)
+    tuned_steps = max(s for e in table["table"].values() for s in e["candidate_steps"])
+    arms = [("tuned table", adaptive_args(table_path, tuned_steps)), ("default table", adaptive_args())]
+    if static_steps:
+        arms.append(("static %d steps" % static_steps, spec_args(static_steps)))
+    arms.append(("off", []))     # when the best static arm is off, it is this one (run once)
+    runs = dict((name, []) for name, _a in arms)
+    print("\n== moving load: phases %s x %.0f s, %d arms x %d trials"
+          % ("/".join(str(c) for c in bp.EXAMPLE_CONCURRENCY), args.dwell, len(arms), args.ab_trials), flush=True)
+    for trial in range(args.ab_trials):
+        for name, flags in arms:
+            sim = start(flags)
+            try:
+                with StepPoller(sim.url) as poller:
+                    res, _dur, t0, _total = bc.run_phases(bc.Target(sim.url), prompts, phases)
+            finally:
+                sim.stop()
+            pm = bp.phase_metrics(res, phases, t0)
+            steps = steps_by_phase(poller.samples, phases, t0)
+            total_tokens = sum(p["output_throughput"] * p["duration_s"] for p in pm)
+            runs[name].append({"phases": pm, "steps": steps, "throughput": total_tokens / sum(p["duration_s"] for p in phases),
+                               "failed": sum(p["failed"] for p in pm)})
+            print("  trial %d %-16s %7.1f tok/s over the load, %d failed"
+                  % (trial + 1, name, runs[name][-1]["throughput"], runs[name][-1]["failed"]), flush=True)
+
+    names = [n for n, _a in arms]
+    static_name = names[2]          # the best static arm, or off when that is it
+    print("\n| phase | concurrency | %s | tuned / default | tuned / static | tuned steps (switches) | default steps (switches) |"
+          % " | ".join("%s tok/s" % n for n in names))
+    print("|---:|---:|%s---|---|---|---|" % ("---:|" * len(names)))
+    rows = []
+    for k, ph in enumerate(phases):
+        vals = dict((n, [r["phases"][k]["output_throughput"] for r in runs[n]]) for n in names)
+        cells = ["%.0f ± %.0f" % interval(vals[n]) for n in names]
+        vs_def = sd.ratio_interval(vals["tuned table"], vals["default table"])
+        vs_sta = sd.ratio_interval(vals["tuned table"], vals[static_name])
+
+        def steps_cell(name):
+            seen = sorted(set(s for r in runs[name] for s in r["steps"][k]["steps"]))
+            sw = [r["steps"][k]["switches"] for r in runs[name]]
+            return "%s (%s)" % (seen, "/".join(str(x) for x in sw))
+
+        def ratio_cell(iv):
+            if iv["low"] is None:
+                return "%.2f" % iv["speedup"]
+            return "%.2f [%.2f, %.2f]" % (iv["speedup"], iv["low"], iv["high"])
+        print("| %d | %d | %s | %s | %s | %s | %s |" % (
+            k + 1, ph["concurrency"], " | ".join(cells), ratio_cell(vs_def), ratio_cell(vs_sta), steps_cell("tuned table"),
+            steps_cell("default table")))
+        rows.append({"phase": k + 1, "concurrency": ph["concurrency"], "values": vals, "tuned_vs_default": vs_def,
+                     "tuned_vs_static": vs_sta})
+    whole = dict((n, [r["throughput"] for r in runs[n]]) for n in names)
+    print("\nwhole load: %s" % "; ".join("%s %.0f ± %.0f tok/s" % ((n,) + interval(whole[n])) for n in names))
+    for other in names[1:]:
+        iv = sd.ratio_interval(whole["tuned table"], whole[other])
+        print("tuned table / %s over the whole load: %.3f [%.3f, %.3f]" % (other, iv["speedup"], iv["low"] or 0, iv["high"] or 0))
+    print("total wall: %.0f s" % (time.time() - t_start))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"table": table, "static_steps": static_steps, "tune_s": tune_s, "restarts": restarts, "phases": phases,
+                       "runs": runs, "rows": rows}, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
