@@ -176,12 +176,14 @@ def workload_problem(spec, basedir):
 PREFLIGHT_READ_BYTES = 16 * 1024 * 1024
 
 
-def workload_rows_problem(spec, basedir, categories=None, max_skipped_fraction=workloads.MAX_SKIPPED_FRACTION):
+def workload_rows_problem(spec, basedir, categories=None, max_skipped_fraction=workloads.MAX_SKIPPED_FRACTION,
+                          limit_name="workload_max_skipped_fraction"):
     """Why the rows of a workload would be refused when the benchmark starts, or None; preflight's second look, after
     :func:`workload_problem` found the files readable.
 
     ``spec``, ``basedir``: as :func:`workload_problem`. ``categories``: the category filter (list of str or None);
-    ``max_skipped_fraction``: the refusal limit of the skipped share (0..1). Checks, with the benchmark's own code:
+    ``max_skipped_fraction``: the refusal limit of the skipped share (0..1), named ``limit_name`` in the message (the
+    caller's variable). Checks, with the benchmark's own code:
 
     * ``random-ids`` with a category filter (random token ids carry no category);
     * ``builtin``, ``builtin-long`` and ``auto`` (which may send ``builtin``): every category of the filter is one of
@@ -208,7 +210,8 @@ def workload_rows_problem(spec, basedir, categories=None, max_skipped_fraction=w
         files = workloads.resolve_files(workloads.locate(str(spec), basedir))
         if sum(os.path.getsize(f) for f in files) > PREFLIGHT_READ_BYTES:
             return None
-        workloads.load_workload_counted(workloads.locate(str(spec), basedir), cats or None, 0, 1, max_skipped_fraction)
+        workloads.load_workload_counted(workloads.locate(str(spec), basedir), cats or None, 0, 1, max_skipped_fraction,
+                                        limit_name=limit_name)
     except (workloads.WorkloadError, OSError) as exc:
         return str(exc)
     return None

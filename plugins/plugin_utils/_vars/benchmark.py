@@ -143,8 +143,8 @@ def benchmark_problems(values, basedir=None, read_trace=None):
             limit = workloads.MAX_SKIPPED_FRACTION if limit is None else float(limit)
         except (TypeError, ValueError):
             limit = None    # options.check below names the variable
-        why = options.workload_rows_problem(spec, basedir, cats if isinstance(cats, list) else None, limit) \
-            if limit is not None else None
+        why = options.workload_rows_problem(spec, basedir, cats if isinstance(cats, list) else None, limit,
+                                            "sglang_benchmark_workload_max_skipped_fraction") if limit is not None else None
         if why:
             problems.append("sglang_benchmark_workload=%s: %s. Fix: point the benchmark at a file whose rows are usable "
                             "(see the skip reasons), raise sglang_benchmark_workload_max_skipped_fraction, or fix "
