@@ -661,6 +661,19 @@ class _Runner(object):
                 self.consecutive_timeouts += 1
         return r
 
+    def check_abort(self, res, abort_after, timeout_abort):
+        """After each request: stop sending once ``abort_after`` requests failed in a row (0 = never), or earlier once
+        ``timeout_abort`` of them in a row timed out or stalled (a hung server: each further request would wait the
+        whole timeout too). Sets ``abort_reason`` (the error the unsent requests get)."""
+        if not abort_after or self.abort_reason:
+            return
+        if self.consecutive_failures >= abort_after:
+            self.abort_reason = ("not sent: the run was aborted after %d consecutive failed requests (last: %s)"
+                                 % (self.consecutive_failures, res.error))
+        elif self.consecutive_timeouts >= timeout_abort:
+            self.abort_reason = ("not sent: the run was aborted after %d consecutive requests timed out with no "
+                                 "successful request in between (last: %s)" % (self.consecutive_timeouts, res.error))
+
     async def watchdog(self):
         period = 0.25
         while True:
@@ -682,14 +695,7 @@ async def _run(target, prompts, max_concurrency, offsets, abort_after, progress,
     chat = target.backend == "openai-chat"
 
     def after(i, res):
-        if abort_after and not runner.abort_reason:
-            if runner.consecutive_failures >= abort_after:
-                runner.abort_reason = ("not sent: the run was aborted after %d consecutive failed requests (last: %s)"
-                                       % (runner.consecutive_failures, res.error))
-            elif runner.consecutive_timeouts >= timeout_abort:
-                # a hung server: each further request would wait the whole stall/request timeout too
-                runner.abort_reason = ("not sent: the run was aborted after %d consecutive requests timed out with no "
-                                       "successful request in between (last: %s)" % (runner.consecutive_timeouts, res.error))
+        runner.check_abort(res, abort_after, timeout_abort)
         if progress is not None:
             progress(i, res)
 
@@ -765,6 +771,8 @@ async def _run_phases(target, prompts, phases, abort_after, progress, on_phase):
     bodies = [request_body(target, p) for p in prompts]
     results = []
     state = {"next": 0}
+    top = max(ph["concurrency"] for ph in phases)
+    timeout_abort = min(abort_after or 0, max(2, top))     # a whole wave at the highest cap timing out in a row
     wd = asyncio.ensure_future(runner.watchdog())
     start = time.perf_counter()
 
@@ -797,13 +805,10 @@ async def _run_phases(target, prompts, phases, abort_after, progress, on_phase):
             state["next"] += 1
             res = await runner.one(prompts[sent % len(prompts)], bodies[sent % len(prompts)])
             results.append((sent, res))
-            if abort_after and runner.consecutive_failures >= abort_after and not runner.abort_reason:
-                runner.abort_reason = "the moving load was aborted after %d consecutive failed requests (last: %s)" % (
-                    runner.consecutive_failures, res.error)
+            runner.check_abort(res, abort_after, timeout_abort)
             if progress is not None:
                 progress(sent, res)
 
-    top = max(ph["concurrency"] for ph in phases)
     tasks = [asyncio.ensure_future(worker(j)) for j in range(top)]
     ann = asyncio.ensure_future(announcer())
     try:
@@ -830,7 +835,8 @@ def run_phases(target, prompts, phases, abort_after_failures=0, progress=None, o
       prompts (list of Prompt): single-turn prompts, cycled (a conversation's turns are refused).
       phases (list of dict): ``{"concurrency": int >= 1, "duration_s": float > 0}``, checked by
         :func:`.phases.check_phases`.
-      abort_after_failures (int): stop starting requests after this many consecutive failures (0 = never).
+      abort_after_failures (int): stop starting requests after this many consecutive failures (0 = never), or earlier
+        after a wave of consecutive stalls/timeouts (max(2, the highest concurrency)), as :func:`run_benchmark`.
       progress (callable or None): ``progress(index, RequestResult)`` after each request.
       on_phase (callable or None): ``on_phase(k)`` at the start of phase ``k`` (0-based), e.g. to sample the
         server's ``sglang:spec_num_steps``; it runs on the event loop, so it must be quick.
