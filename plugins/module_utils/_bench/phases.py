@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import accept_length, percentile, tpot
+from ansible_collections.llmops.sglang.plugins.module_utils._bench.stats import accept_length, percentile, token_times, tpot
 
 #: The phases of the issue's proof, 1 -> 8 -> 32 -> 64 -> 8 -> 1 (each at ``duration_s``), for the benchmark script and
 #: the docs' example.
@@ -122,17 +122,6 @@ def profile_from_histogram(histogram, total_s, min_dwell_s=5.0, order="rise-fall
     return [{"concurrency": c, "duration_s": round(min_dwell_s + spare * share[c] / total_w, 3)} for c in seq]
 
 
-def _token_times(r):
-    """Arrival offsets (perf_counter s) of a completed request's output tokens: the first at ``start + ttft``, then one
-    per ITL sample (bench_serving's token timeline, as :func:`.stats.peak_rates` reads it)."""
-    t = r.start_time + r.ttft
-    out = [t]
-    for gap in r.itl:
-        t += gap
-        out.append(t)
-    return out
-
-
 def phase_metrics(results, phases, start):
     """Per-phase metrics of a moving load.
 
@@ -163,7 +152,7 @@ def phase_metrics(results, phases, start):
             end = r.start_time + r.latency
             busy += max(0.0, min(end, hi) - max(r.start_time, lo))
             if r.success:
-                tokens += sum(1 for t in _token_times(r)[:max(r.output_len, 1)] if lo <= t < hi)
+                tokens += sum(1 for t in token_times(r)[:max(r.output_len, 1)] if lo <= t < hi)
         tpots = [v for v in (tpot(r) for r in ok) if v is not None]
         al, _verify = accept_length(ok)
         p50 = percentile(tpots, 50) * 1000.0 if tpots else None

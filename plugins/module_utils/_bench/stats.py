@@ -181,6 +181,17 @@ def tpot(result):
     return None
 
 
+def token_times(result):
+    """Arrival times (perf_counter s) of a request's output tokens, bench_serving 0.5.9's timeline: the first at
+    ``start_time + ttft``, then one after each ITL sample (a chunk's gap split over its tokens, :func:`split_itl`)."""
+    t = result.start_time + result.ttft
+    out = [t]
+    for gap in result.itl:
+        t += gap
+        out.append(t)
+    return out
+
+
 def peak_rates(results):
     """(max_output_tokens_per_s, max_concurrent_requests) bucketed per whole second.
 
@@ -197,12 +208,7 @@ def peak_rates(results):
     tokens = [0] * nbuckets
     running = [0] * nbuckets
     for r in ok:
-        t = r.start_time + r.ttft
-        b = int(t - t0)
-        if 0 <= b < nbuckets:
-            tokens[b] += 1
-        for gap in r.itl:
-            t += gap
+        for t in token_times(r):
             b = int(t - t0)
             if 0 <= b < nbuckets:
                 tokens[b] += 1
