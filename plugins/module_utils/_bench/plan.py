@@ -209,6 +209,11 @@ def check_levels(levels, name="levels"):
         if (mc is not None and mc < 1) or (rate is not None and not 0 < rate < math.inf) or n is None or n < 1:
             raise PlanError("%s[%d]=%r: a level needs num_prompts >= 1, max_concurrency >= 1 or null and request_rate > 0 "
                             "or null; give the levels plan_sweep returns" % (name, i, lv))
+        if lv.get("phases"):
+            try:
+                bench_phases.check_phases(lv["phases"], "%s[%d].phases" % (name, i))
+            except bench_phases.PhaseError as exc:
+                raise PlanError(str(exc))
 
 
 def eta_seconds(levels, done, seconds):

@@ -156,3 +156,7 @@ def test_phases_replace_the_levels_with_one_moving_level():
                              {"concurrency": 1, "duration_s": 10.0}]}
     with pytest.raises(bench_plan.PlanError, match=r"sglang_benchmark_phases\[0\]\.concurrency=0"):
         bench_plan.plan_sweep({"phases": [{"concurrency": 0, "duration_s": 1}]}, names={"phases": "sglang_benchmark_phases"})
+
+    with pytest.raises(bench_plan.PlanError, match=r"levels\[0\]\.phases\[0\]\.duration_s=-1"):
+        bench_plan.check_levels([{"max_concurrency": 8, "request_rate": None, "num_prompts": 4, "name": "moving",
+                                  "phases": [{"concurrency": 8, "duration_s": -1}]}])
