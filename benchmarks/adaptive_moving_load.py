@@ -6,8 +6,11 @@ double), then prove it on a load that moves, against SGLang's default table, the
    formats, NEXTN on the reference model, tp 4, max_running_requests 64, the built-in category-labelled prompts.
 2. Tuning, as spec_tune's table mode does it: one server start per static step count (0, 1, 2, 3, 5, 7; draft tokens
    steps + 1, topk 1), every bucket (1, 8, 32, 64) measured as a closed-loop concurrency level in that start, ``--tune-
-   trials`` sweeps; the table from ``_tune/adaptive_table.bucket_table`` (each bucket's best step count plus every count
-   not significantly worse, 95 % intervals); the best static arm for the load's time-weighted distribution with
+   trials`` sweeps, each only over the buckets where the count is still in contention (``levels_next``); the tuning
+   cost against the full grid (one start per bucket and step count, every pair ``--tune-trials`` times) from the
+   measured level runs, at the simulator's start time and at 60-1200 s per start; the table from
+   ``_tune/adaptive_table.bucket_table`` (each bucket's best step count plus every count not significantly worse, 95 %
+   intervals, keyed at the geometric midpoints ``table_keys``); the best static arm for the load's time-weighted distribution with
    ``_tune/decision.objective_value``. Printed: the per-bucket table, the time from start to decision, the restarts.
 3. The moving load (``_bench/client.run_phases``): phases 1 -> 8 -> 32 -> 64 -> 8 -> 1 at ``--dwell`` seconds each, a
    closed loop; four arms - the tuned table (``--speculative-adaptive --speculative-adaptive-config``), SGLang's default
@@ -144,30 +147,69 @@ def interval(values):
 
 
 def tune(prompts, trials):
-    """Measure every step count at every bucket (one start per step count). Returns (bucket_table result, results,
-    restarts, seconds)."""
+    """Measure every step count at every bucket (one start per step count), each trial only at the buckets where the
+    count is still in contention (``adaptive_table.levels_next``, as spec_tune's table mode does).
+
+    Returns (bucket_table result, results, restarts, seconds, cost): ``cost`` holds ``starts_s`` (seconds per server
+    start, measured), ``level_s`` ({(steps, bucket): [seconds of each level run]}) and ``runs`` (level runs made)."""
     t0 = time.time()
     results, restarts = [], 0
+    cost = {"starts_s": [], "level_s": {}, "runs": 0}
     arms = at.step_arms("NEXTN", STEPS)
     for arm in arms:
         steps = at.arm_steps(arm)
+        t_start = time.time()
         sim = start(spec_args(steps))
+        cost["starts_s"].append(time.time() - t_start)
         restarts += 1
+        sweeps, levels = [], list(BUCKETS)
         try:
-            sweeps = [[measure_level(sim.url, prompts, c) for c in BUCKETS] for _t in range(trials)]
+            for _t in range(trials):
+                sweep = []
+                for c in levels:
+                    t_level = time.time()
+                    sweep.append(measure_level(sim.url, prompts, c))
+                    cost["level_s"].setdefault((steps, c), []).append(time.time() - t_level)
+                    cost["runs"] += 1
+                sweeps.append(sweep)
+                levels, dropped = at.levels_next(sweeps, results, list(BUCKETS))
+                for d in dropped:
+                    print("  %d steps: bucket %d done after %d trial(s)%s" % (
+                        steps, d["bucket"], len(sweeps), "" if d["eliminated_by"] is None else
+                        " (%s better x%.3f, low %.3f)" % (d["eliminated_by"], d["speedup"], d["low"])), flush=True)
+                if not levels:
+                    break
         finally:
             sim.stop()
         results.append({"arm": arm, "trials": sweeps})
-        shown = ", ".join("c%d %.0f tok/s" % (r["max_concurrency"], r["output_throughput"]) for r in sweeps[-1])
-        print("  tuned %d steps: %s" % (steps, shown), flush=True)
-    return at.bucket_table(results, list(BUCKETS)), results, restarts, time.time() - t0
+        shown = ", ".join("c%d %.0f tok/s" % (r["max_concurrency"], r["output_throughput"]) for r in sweeps[0])
+        print("  tuned %d steps: %s (trial 1)" % (steps, shown), flush=True)
+    return at.bucket_table(results, list(BUCKETS)), results, restarts, time.time() - t0, cost
+
+
+def grid_cost(cost, trials, start_s=None):
+    """(table mode, full grid) seconds: table mode = its server starts (step counts + 1, serving the decision included)
+    plus the level runs it made; the full grid = one start per (bucket, step count) and every (bucket, step count) pair
+    ``trials`` times (a pair dropped after fewer trials costs its measured mean for the runs it skipped). ``start_s``:
+    seconds per server start (None: the simulator's measured mean)."""
+    per_start = start_s if start_s is not None else sum(cost["starts_s"]) / len(cost["starts_s"])
+    made = sum(sum(v) for v in cost["level_s"].values())
+    full = sum(trials * sum(v) / len(v) for v in cost["level_s"].values())
+    table = (len(STEPS) + 1) * per_start + made
+    grid = len(BUCKETS) * len(STEPS) * per_start + full
+    return table, grid
 
 
 def best_static(results, weights):
-    """The step count whose mean time-weighted throughput over its trials is the highest (ties: fewer steps)."""
+    """The step count whose mean time-weighted throughput over its complete trials is the highest (ties: fewer steps)."""
     best = None
     for res in results:
-        vals = [sd.objective_value(records, "throughput", weights) for records in res["trials"]]
+        vals = []
+        for records in res["trials"]:      # trials that measured every level (a count dropped at a bucket has fewer)
+            try:
+                vals.append(sd.objective_value(records, "throughput", weights))
+            except sd.SpecDecisionError:
+                continue
         mean = sum(vals) / len(vals)
         if best is None or mean > best[1]:
             best = (at.arm_steps(res["arm"]), mean)
@@ -193,20 +235,30 @@ def main(argv=None):
 
     print("== tuning: %d step counts x %d buckets x %d trials, one server start per step count"
           % (len(STEPS), len(BUCKETS), args.tune_trials), flush=True)
-    table, results, restarts, tune_s = tune(prompts, args.tune_trials)
+    table, results, restarts, tune_s, cost = tune(prompts, args.tune_trials)
     static_steps, static_mean = best_static(results, weights)
-    print("\n| bucket | best steps | candidate_steps | speedup over off by steps %s |" % " / ".join(str(s) for s in STEPS))
-    print("|---:|---:|---|---|")
+    print("\n| bucket | table key (decode batch p10) | best steps | candidate_steps | speedup over off by steps %s |"
+          % " / ".join(str(s) for s in STEPS))
+    print("|---:|---:|---:|---|---|")
     for b in table["buckets"]:
         ups = dict((r["steps"], r["vs_off"]) for r in b["steps"])
         shown = " / ".join("%.2f [%.2f, %.2f]" % (ups[s]["speedup"], ups[s]["low"] or 0, ups[s]["high"] or 0) if ups.get(s) else "-"
                            for s in STEPS)
-        print("| %d | %d | %s | %s |" % (b["bucket"], b["best"], b["candidate_steps"], shown))
+        print("| %d | %d | %d | %s | %s |" % (b["bucket"], b["key"], b["best"], b["candidate_steps"], shown))
     print("\ntable: %s" % json.dumps(table["table"], sort_keys=True))
     print("best static arm for the load's distribution %s: %d steps (%.0f tok/s weighted)" % (
         dict((c, round(w / sum(weights.values()), 3)) for c, w in sorted(weights.items())), static_steps, static_mean))
     print("time from start to decision: %.0f s; server starts while tuning: %d (step counts %d + 2 = %d allowed)"
           % (tune_s, restarts, len(STEPS), len(STEPS) + 2), flush=True)
+    print("level runs: %d of the full grid's %d (%d buckets x %d step counts x %d trials)"
+          % (cost["runs"], len(BUCKETS) * len(STEPS) * args.tune_trials, len(BUCKETS), len(STEPS), args.tune_trials))
+    print("| seconds per server start | table mode s | full grid s | table / grid |")
+    print("|---|---:|---:|---:|")
+    for start_s in [None, 60.0, 300.0, 600.0, 1200.0]:
+        tab_s, grid_s = grid_cost(cost, args.tune_trials, start_s)
+        label = ("%.1f (simulator, measured)" % (sum(cost["starts_s"]) / len(cost["starts_s"]))) if start_s is None else "%.0f" % start_s
+        print("| %s | %.0f | %.0f | %.2f |" % (label, tab_s, grid_s, tab_s / grid_s))
+    print("", flush=True)
 
     tmp = tempfile.mkdtemp(prefix="adaptive-moving-")
     table_path = os.path.join(tmp, "adaptive_table.json")

@@ -27,7 +27,11 @@ description:
     C(-e @winner_vars.json) or the inventory) and, with O(plots), C(speedup.png) (speedup over the simplest arm versus
     concurrency, one line per arm with its 95 % band) into O(report_dir).
   - With O(mode=table) (issue 21) the arms are static step counts (O(table_steps), draft tokens = steps + 1, topk 1, steps 0 =
-    speculation off), each measured at every bucket (O(buckets)) within one server start. O(action=decide) additionally
+    speculation off), each measured at every bucket (O(buckets)) within one server start; O(action=record) returns the
+    buckets the arm's next trial still needs (C(levels_next)); a step count significantly worse than a finished arm at a
+    bucket is not measured there again (the tuning cost). Each bucket's table key is the geometric midpoint of the bucket
+    and the one below (1, 8, 32, 64 -> keys 1, 3, 16, 45), so every batch size uses the counts measured nearest to it.
+    O(action=decide) additionally
     computes per bucket each step count's objective, its 95 % interval against the best and C(candidate_steps) (the best count
     plus every count not significantly worse), writes C(adaptive_table.json) (SGLang's JSON, what C(--speculative-adaptive-config)
     reads) and a per-bucket section in C(decision.md), and C(winner_vars.json) sets C(sglang_server_speculative_adaptive) true,
@@ -153,7 +157,8 @@ options:
     default: []
   buckets:
     description: With O(mode=table), the batch-size buckets of the table, each measured as the concurrency level of the same
-      number (every one must be in the sweep). Empty uses the concurrencies of O(weights).
+      number (every one must be in the sweep) and keyed in the table at the geometric midpoint of it and the bucket below
+      (the first at its own number). Empty uses the concurrencies of O(weights).
     type: list
     elements: int
     default: []
@@ -220,6 +225,13 @@ early_stop:
   description: (record) true when more trials of this arm would not change its comparison with any finished arm.
   returned: always
   type: bool
+levels_next:
+  description: (record, O(mode=table)) the buckets the arm's next trial still measures (ascending); a bucket is dropped
+    once a finished arm is significantly better there (the step count is no candidate of that bucket) or every comparison
+    there is clear. Empty when the arm is done (C(early_stop)). Null in static mode (every level, every trial).
+  returned: always
+  type: list
+  elements: int
 trials_done:
   description: (record) trials stored for this arm.
   returned: always
@@ -405,12 +417,20 @@ def trial_summary(arm, trial, records, clear, trials_done, evidence):
     """One line per recorded trial: ``<arm> trial <n>: <concurrency>: <tok/s>, ... tok/s; <clear or not>; <speedups>``.
 
     :param records: serving_benchmark records (``max_concurrency``, ``output_throughput`` tok/s) of the trial.
-    :param evidence: ``[{"against": arm key, "speedup": float}, ...]`` as :func:`record` returns it.
+    :param evidence: ``[{"against": arm key, "speedup": float}, ...]`` as :func:`record` returns it, plus, in table mode,
+        the buckets dropped for the next trial (``{"bucket", "eliminated_by", "speedup", "low"}``, :func:`table_levels_next`).
     """
     levels = ", ".join("%s: %s" % (r.get("max_concurrency"), round(float(r.get("output_throughput") or 0), 1)) for r in records)
     verdict = ("clear after %d trials, the remaining ones are skipped" % trials_done) if clear else "not clear yet"
-    against = ["%s%s x%s" % (e.get("against", "?"), " at %s" % e["bucket"] if "bucket" in e else "", round(float(e.get("speedup", 0)), 3))
-               for e in evidence]
+    against = []
+    for e in evidence:
+        if "eliminated_by" in e:
+            against.append("bucket %s done (%s)" % (e["bucket"], "clear" if e["eliminated_by"] is None else "%s better x%s, low %s" % (
+                e["eliminated_by"], round(float(e["speedup"]), 3), round(float(e["low"]), 3))))
+        elif "against" in e:
+            against.append("%s%s x%s" % (e["against"], " at %s" % e["bucket"] if "bucket" in e else "", round(float(e.get("speedup", 0)), 3)))
+        else:
+            against.append(str(e.get("error", e)))
     return "%s trial %s: %s tok/s; %s %s" % (arm, trial, levels, verdict, against)
 
 
@@ -488,8 +508,41 @@ def record(p, check_mode):
             clear = bool(verdicts) and all(verdicts)
         except sd.SpecDecisionError as exc:
             evidence.append({"error": str(exc)})
-    return {"early_stop": clear, "trials_done": len(done), "evidence": evidence,
+    levels_next = None
+    if table_mode(p):
+        levels_next, eliminated = table_levels_next(p, state, done)
+        clear = not levels_next
+        evidence += eliminated
+    return {"early_stop": clear, "trials_done": len(done), "evidence": evidence, "levels_next": levels_next,
             "summary": trial_summary(p["arm"], p["trial"], p["records"], clear, len(done), evidence)}
+
+
+def table_levels_next(p, state, done):
+    """Table mode: ``adaptive_table.levels_next`` of this arm's trials against the other finished arms of the state file."""
+    others = [r for r in _results(state) if r["arm"]["key"] != p["arm"]]
+    return at.levels_next(done, others, _buckets(p, _weights(p)), p["objective"], p["min_trials"], p["min_gain"])
+
+
+def complete_sweeps(results, weights):
+    """Table mode: the static decision over the weights reads only the trials that measured every weighted level (a step
+    count dropped at a bucket, :func:`table_levels_next`, measured fewer in its later trials).
+
+    :returns: ``(results, notes)``: the results with those trials only (an arm without one is left out), and one line per
+        arm that had shorter trials.
+    """
+    out, notes = [], []
+    for res in results:
+        full, short = [], []
+        for i, records in enumerate(res["trials"]):
+            levels = set(int(r["max_concurrency"]) for r in records if r.get("max_concurrency") is not None)
+            (full if all(int(c) in levels for c in weights) else short).append((i + 1, sorted(levels)))
+        if short:
+            notes.append("%s: trial(s) %s measured only the buckets %s (table mode measures a step count no more where it is "
+                         "significantly worse); the static decision reads its %d complete sweep(s)" % (
+                             res["arm"]["key"], ", ".join(str(i) for i, _l in short), short[0][1], len(full)))
+        if full:
+            out.append({"arm": res["arm"], "trials": [res["trials"][i - 1] for i, _l in full]})
+    return out, notes
 
 
 def finish(p, check_mode):
@@ -680,15 +733,16 @@ def adaptive_markdown(adaptive, decision):
                       sv["sglang_server_speculative_num_draft_tokens"]), "",
                   "```json", adaptive_config.table_json(adaptive["table"]).rstrip("\n"), "```", ""]
     counts = sorted(set(r["steps"] for b in adaptive["buckets"] for r in b["steps"]))
-    lines += ["Per bucket (a batch of n requests uses the largest bucket not above n; measured at concurrency = bucket): "
+    lines += ["Per bucket (measured as a closed loop of concurrency = bucket; served from its key, the geometric midpoint "
+              "of the bucket and the one below: a batch of n requests uses the largest key not above n): "
               "%s speedup of each step count over steps 0 (no speculation), 95 %% interval; candidates = the best count and every "
               "count whose interval against the best reaches 1." % decision["metric"], "",
-              "| bucket | " + " | ".join("%d step%s" % (c, "" if c == 1 else "s") for c in counts) + " | best | candidate_steps |",
-              "|---:|" + "---|" * len(counts) + "---:|---|"]
+              "| bucket | key | " + " | ".join("%d step%s" % (c, "" if c == 1 else "s") for c in counts) + " | best | candidate_steps |",
+              "|---:|---:|" + "---|" * len(counts) + "---:|---|"]
     for b in adaptive["buckets"]:
         rows = dict((r["steps"], r) for r in b["steps"])
         cells = [("1 (baseline)" if c == 0 else _fmt_cell(rows[c]["vs_off"])) if c in rows else "-" for c in counts]
-        lines.append("| %d | %s | %d | %s |" % (b["bucket"], " | ".join(cells), b["best"], b["candidate_steps"]))
+        lines.append("| %d | %d | %s | %d | %s |" % (b["bucket"], b.get("key", b["bucket"]), " | ".join(cells), b["best"], b["candidate_steps"]))
     if adaptive.get("problems"):
         lines += [""] + ["- %s" % x for x in adaptive["problems"]]
     return lines
@@ -728,7 +782,9 @@ def decide(p, check_mode):
     if not weights:
         raise ValueError("weights is empty: give the target concurrency ({\"32\": 1}) or a production distribution")
     results = _results(state)
-    decision = sd.decide(results, p["objective"], weights, p["min_gain"])
+    static_results, partial = complete_sweeps(results, weights) if table_mode(p) else (results, [])
+    decision = sd.decide(static_results, p["objective"], weights, p["min_gain"])
+    decision["problems"] = partial + decision["problems"]
     previous = state.get("decision") or {}
     same = previous.get("winner") == decision["winner"] and previous.get("weights") == decision["weights"] \
         and previous.get("objective") == decision["objective"]

@@ -135,20 +135,26 @@ def test_table_mode_writes_the_hand_computed_table(sglang_sim, tmp_path):
     plan = spec_tune.plan(params(state, **table), False)
     assert [a["key"] for a in plan["pending"]] == ["off", "NEXTN-s1-k1-d2", "NEXTN-s3-k1-d4"]
     starts = 0
+    prompts = {1: 2, 64: 64}
     for arm in plan["pending"]:
         srv = sglang_sim(launch_args(arm))
         starts += 1
+        levels = [1, 64]
         for trial in range(1, 4):
-            out = spec_tune.record(params(state, arm=arm["key"], trial=trial, records=sweep(srv.url, [(1, 2), (64, 64)], 32, 1000 * trial),
-                                          weights={"1": 1, "64": 1}, **table), False)
+            # each trial measures only the buckets where this step count is still in contention (levels_next)
+            records = sweep(srv.url, [(c, prompts[c]) for c in levels], 32, 1000 * trial)
+            out = spec_tune.record(params(state, arm=arm["key"], trial=trial, records=records, weights={"1": 1, "64": 1}, **table), False)
             if out["early_stop"]:
                 break
+            levels = out["levels_next"]
         srv.stop()
         spec_tune.finish(params(state, arm=arm["key"], duration_s=1.0), False)
     assert starts == 3          # one start per step count, both buckets measured in it
     report = tmp_path / "report"
     out = spec_tune.decide(params(state, weights={"1": 1, "64": 1}, report_dir=str(report), **table), False)
     ad = out["adaptive"]
+    # keys: 1 and sqrt(1 x 64) = 8 (adaptive_table.table_keys)
+    assert sorted(ad["table"], key=int) == ["1", "8"]
     assert ad["table"]["1"] == {"candidate_steps": [3]}
     b64 = ad["buckets"][1]
     assert b64["bucket"] == 64 and b64["best"] == 0 and 0 in b64["candidate_steps"]

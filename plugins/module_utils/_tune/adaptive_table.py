@@ -13,14 +13,24 @@ topk 1; steps 0 = speculation off), each at every bucket as a concurrency level,
 plus every count the best does not beat significantly (95 % interval of best/count reaches 1): the EMA then chooses
 among counts the measurements cannot tell apart, and never among counts measured to be worse.
 
-A bucket is measured at its own concurrency, i.e. at the lower edge of the batch sizes it serves.
+A bucket is measured as a closed loop of its own concurrency ``c``, but its table key is not ``c``: SGLang serves a
+batch from the largest key not above it, so a table keyed at the measured levels (1/8/32/64) serves every batch between
+two levels with the lower level's counts - a batch of 63 with the counts measured at 32 - and a closed loop of ``c``
+decodes a batch just below ``c`` most of the time (requests being sent, queued or prefilled), so a load of 64 would draft
+with bucket 32's counts. Each key after the first is instead the geometric midpoint of its level and the level below
+(:func:`table_keys`: 1, 3, 16, 45 for levels 1, 8, 32, 64): every batch size is served with the counts measured at the
+nearest level on the log scale the step time and the buckets follow. The first key is the smallest level (SGLang serves
+every batch below the smallest key from it).
 
-Pieces: :data:`STEP_COUNTS`, :func:`step_arms`, :func:`arm_steps`, :func:`bucket_table` (the table, validated by
-SGLang's loader rules in :mod:`adaptive_config`), :func:`adaptive_server_vars` (the ``sglang_server_*`` variables that
+Pieces: :data:`STEP_COUNTS`, :func:`step_arms`, :func:`arm_steps`, :func:`levels_next` (the buckets an arm still measures:
+a step count already significantly worse at a bucket is not measured there again), :func:`bucket_table` (the table,
+validated by SGLang's loader rules in :mod:`adaptive_config`), :func:`adaptive_server_vars` (the ``sglang_server_*`` variables that
 serve it). Statistics: :func:`decision.ratio_interval` and :func:`decision.level_values`. Standard library only.
 """
 
 from __future__ import annotations
+
+import math
 
 from ansible_collections.llmops.sglang.plugins.module_utils._tune import adaptive_config
 from ansible_collections.llmops.sglang.plugins.module_utils._tune import decision as sd
@@ -93,6 +103,19 @@ def arm_steps(arm):
     return steps
 
 
+def table_keys(buckets):
+    """The table key of each measured level (ascending ints >= 1): the first keeps its number; each next one is the
+    geometric midpoint ``round(sqrt(previous level x level))``, at least the previous key + 1 and at most the level.
+
+    Example: levels 1, 8, 32, 64 -> keys 1, 3, 16, 45 (sqrt 8 = 2.83, sqrt 256 = 16, sqrt 2048 = 45.25).
+    """
+    keys = []
+    for i, b in enumerate(buckets):
+        key = b if not i else min(b, max(keys[-1] + 1, int(math.floor(math.sqrt(buckets[i - 1] * b) + 0.5))))
+        keys.append(key)
+    return keys
+
+
 def bucket_table(results, buckets, objective="throughput"):
     """Per bucket: each step count's objective, its distance to the best with a 95 % interval, and the candidates.
 
@@ -101,15 +124,17 @@ def bucket_table(results, buckets, objective="throughput"):
         one record per concurrency level (``max_concurrency``).
     :param buckets: the batch-size buckets (ints >= 1), each measured as the concurrency level of the same number.
     :param objective: ``throughput`` (output tok/s), ``goodput`` (req/s) or ``tpot`` (median ms, lower is better).
-    :returns: dict ``table`` (SGLang's JSON as a dict, validated by ``adaptive_config.validate_table``: ``{"<bucket>":
-        {"candidate_steps": [ascending ints]}}``), ``buckets`` (ascending; per bucket ``bucket``, ``best`` (step count of
+    :returns: dict ``table`` (SGLang's JSON as a dict, validated by ``adaptive_config.validate_table``: ``{"<key>":
+        {"candidate_steps": [ascending ints]}}``, one key per bucket, :func:`table_keys`), ``buckets`` (ascending; per
+        bucket ``bucket`` (the measured level), ``key`` (its table key, :func:`table_keys`), ``best`` (step count of
         the best mean; a tie goes to the fewer steps), ``candidate_steps``, ``steps``: per measured step count, ascending,
         ``steps``, ``arm`` (key), ``values`` (per-trial metric), ``mean``, ``n``, ``vs_best`` (best over this count:
         ``decision.ratio_interval`` dict, ``speedup`` >= 1), ``vs_off`` (this count over steps 0, or None when steps 0 was
         not measured) and ``candidate`` (bool)), ``objective``, ``metric``, ``unit``, ``higher_is_better``, ``problems``
         (step counts without a usable trial at a bucket, and bucket decisions made without an interval).
         A count is a candidate when it is the best or the 95 % interval of best/count reaches down to 1 (not
-        significantly worse); with one trial on either side there is no interval, so the count stays (not shown worse).
+        significantly worse; ``decision.ratio_interval``, which pools the spread when one side has a single trial, e.g. a
+        count eliminated after its first trial); with one trial on both sides there is no interval, so the count stays.
     :raises decision.SpecDecisionError: an unknown objective, no bucket, a bucket that is not an int >= 1, an arm a table
         cannot hold, two arms with one step count, or a bucket where no step count has a usable trial.
     """
@@ -135,7 +160,9 @@ def bucket_table(results, buckets, objective="throughput"):
     out_buckets = []
     problems = []
     table = {}
-    for bucket in sorted(set(wanted)):
+    ordered = sorted(set(wanted))
+    keys = dict(zip(ordered, table_keys(ordered)))
+    for bucket in ordered:
         rows = []
         for steps in sorted(by_steps):
             values = sd.level_values(by_steps[steps]["trials"], bucket, objective)
@@ -162,10 +189,57 @@ def bucket_table(results, buckets, objective="throughput"):
             if r is not best and low is None:
                 problems.append("bucket %d: %d steps kept as a candidate without an interval (one trial)" % (bucket, r["steps"]))
         candidates = [r["steps"] for r in rows if r["candidate"]]
-        table[str(bucket)] = {"candidate_steps": candidates}
-        out_buckets.append({"bucket": bucket, "best": best["steps"], "candidate_steps": candidates, "steps": rows})
+        table[str(keys[bucket])] = {"candidate_steps": candidates}
+        out_buckets.append({"bucket": bucket, "key": keys[bucket], "best": best["steps"], "candidate_steps": candidates,
+                            "steps": rows})
     return {"table": adaptive_config.validate_table(table), "buckets": out_buckets, "objective": objective, "metric": metric,
             "unit": unit, "higher_is_better": higher, "problems": problems}
+
+
+def levels_next(trials, finished, buckets, objective="throughput", min_trials=2, min_gain=0.0):
+    """The buckets an arm's next trial still has to measure (table mode's tuning cost, issue 21).
+
+    A bucket is dropped for this arm when a finished arm is significantly better there (the 95 % interval of
+    theirs/mine lies above 1, :func:`decision.ratio_interval`; after this arm's first trial the interval pools the finished
+    arm's spread), so this step count is no candidate of the bucket and more trials would not make it one; or when, after
+    ``min_trials`` trials (at least 2), every comparison with a finished arm at that bucket is clear
+    (:func:`decision.is_clear`, the static early-stop rule, per bucket). A bucket whose level failed in every trial so far
+    stays.
+
+    :param trials: this arm's finished trials (lists of serving_benchmark records, as for :func:`bucket_table`).
+    :param finished: the other finished arms, ``[{"arm", "trials"}]``.
+    :param buckets: the table's buckets (ascending ints). :param objective: as for :func:`bucket_table`.
+    :returns: ``(levels, dropped)``: the buckets still to measure (ascending; empty = the arm is done) and one row per
+        dropped bucket: ``bucket``, ``eliminated_by`` (arm key of the largest lower bound, or None when dropped as clear),
+        ``speedup`` and ``low`` (theirs over mine, None when clear).
+    :raises decision.SpecDecisionError: an unknown objective.
+    """
+    if objective not in sd.OBJECTIVE_METRIC:
+        raise sd.SpecDecisionError("spec_tune objective=%r: use one of %s." % (objective, ", ".join(sd.OBJECTIVES)))
+    higher = sd.OBJECTIVE_METRIC[objective][1]
+    keep, dropped = [], []
+    for bucket in buckets:
+        mine = sd.level_values(trials, bucket, objective)
+        if not mine:
+            keep.append(bucket)
+            continue
+        by, clear = None, bool(finished) and len(mine) >= max(2, min_trials)
+        for other in finished:
+            theirs = sd.level_values(other["trials"], bucket, objective)
+            if not theirs:
+                clear = False
+                continue
+            iv = sd.ratio_interval(theirs, mine, higher)
+            if iv["low"] is not None and iv["low"] > 1.0 and (by is None or iv["low"] > by[1]["low"]):
+                by = (other["arm"]["key"], iv)
+            clear = clear and sd.is_clear(iv, min_gain)
+        if by is not None:
+            dropped.append({"bucket": bucket, "eliminated_by": by[0], "speedup": by[1]["speedup"], "low": by[1]["low"]})
+        elif clear:
+            dropped.append({"bucket": bucket, "eliminated_by": None, "speedup": None, "low": None})
+        else:
+            keep.append(bucket)
+    return keep, dropped
 
 
 def adaptive_server_vars(table, algorithm, draft_model_path=None):

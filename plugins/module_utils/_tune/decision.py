@@ -198,7 +198,10 @@ def ratio_interval(candidate, baseline, higher_is_better=True):
     mean(b)/mean(c) when lower is better (TPOT). Interval: ``exp(ln R -/+ t * se)`` with
     ``se^2 = s_c^2/(n_c m_c^2) + s_b^2/(n_b m_b^2)`` (delta method for the log of a ratio of means) and Welch's
     degrees of freedom ``se^4 / sum((s_i^2/(n_i m_i^2))^2/(n_i - 1))``. With identical trials (se 0) the interval is
-    the point. With fewer than 2 trials in an arm, ``low``/``high`` are None.
+    the point. With one trial on one side and two or more on the other, the one trial has no spread of its own: the
+    interval then pools the relative spread (pooled two-sample t on the log scale, equal relative variance assumed, as for
+    two arms measured at the same level on the same server): ``se^2 = s_rel^2 (1/n_c + 1/n_b)`` with ``s_rel`` the
+    other side's ``s/m`` and ``n - 1`` degrees of freedom. With fewer than 2 trials in both arms, ``low``/``high`` are None.
 
     :returns: dict ``speedup``, ``low``, ``high`` (floats or None), ``df`` (float or None), ``n`` ([n_c, n_b]),
         ``means`` ([m_c, m_b]).
@@ -212,7 +215,13 @@ def ratio_interval(candidate, baseline, higher_is_better=True):
     mb, sb = mean_sd(baseline)
     ratio = mc / mb if higher_is_better else mb / mc
     out = {"speedup": ratio, "low": None, "high": None, "df": None, "n": [len(candidate), len(baseline)], "means": [mc, mb]}
+    if len(candidate) < 2 and len(baseline) < 2:
+        return out
     if len(candidate) < 2 or len(baseline) < 2:
+        n_more, s_rel = (len(baseline), sb / mb) if len(candidate) < 2 else (len(candidate), sc / mc)
+        df = float(n_more - 1)
+        half = t975(df) * s_rel * math.sqrt(1.0 / len(candidate) + 1.0 / len(baseline))
+        out.update(low=ratio * math.exp(-half), high=ratio * math.exp(half), df=df)
         return out
     vc = sc ** 2 / (len(candidate) * mc ** 2)
     vb = sb ** 2 / (len(baseline) * mb ** 2)

@@ -205,16 +205,26 @@ def test_table_mode_plans_step_counts_stops_per_bucket_and_writes_the_table(caps
     for t, (a, b) in enumerate([(50, 1000), (55, 1000), (60, 1000)], 1):
         run(capsys, dict(rec, arm="off", trial=t, records=recs(a, b)))
     run(capsys, dict(base, action="finish", arm="off", duration_s=60.0))
-    run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=1, records=recs(95, 1100)))
+    out = run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=1, records=recs(95, 1100)))
+    # better than off at both buckets, one trial: nothing dropped (a clear comparison needs min_trials)
+    assert out["levels_next"] == [1, 32] and out["early_stop"] is False
     out = run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=2, records=recs(100, 1100)))
     # clear at both buckets against off: bucket 1 [95, 100] vs [50, 55, 60] is 97.5/55 = 1.77; bucket 32 1100/1000 = 1.1
     # with no spread (the interval is the point)
-    assert out["early_stop"] is True
-    assert [(e["bucket"], e["against"]) for e in out["evidence"]] == [(1, "off"), (32, "off")]
+    assert out["early_stop"] is True and out["levels_next"] == []
+    assert [(e["bucket"], e.get("against"), e.get("eliminated_by", "-")) for e in out["evidence"]] == [
+        (1, "off", "-"), (32, "off", "-"), (1, None, None), (32, None, None)]
     assert out["evidence"][1]["low"] == pytest.approx(1.1)
     run(capsys, dict(rec, arm="NEXTN-s1-k1-d2", trial=3, records=recs(105, 1100)))   # a third trial still counts
     run(capsys, dict(base, action="finish", arm="NEXTN-s1-k1-d2", duration_s=60.0))
-    run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=1, records=recs(100, 900)))
+    out = run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=1, records=recs(100, 900)))
+    # bucket 32 after one trial: 900 against off 1000 x3 and 1 step 1100 x3 (no spread: the pooled interval is the point):
+    # 1 step is better by 1100/900 = 1.2222 (the larger of the two) -> 3 steps is no candidate there and is dropped;
+    # bucket 1: 100 against off (55 / 100 < 1) and 1 step (100 / 100 = 1, not above 1) -> measured again
+    assert out["levels_next"] == [1] and out["early_stop"] is False
+    (gone,) = [e for e in out["evidence"] if "eliminated_by" in e]
+    assert gone["bucket"] == 32 and gone["eliminated_by"] == "NEXTN-s1-k1-d2" and gone["low"] == pytest.approx(1.2222, abs=1e-4)
+    assert "bucket 32 done (NEXTN-s1-k1-d2 better x1.222, low 1.222)" in out["summary"]
     out = run(capsys, dict(rec, arm="NEXTN-s3-k1-d4", trial=2, records=recs(110, 900)))
     # weighted over both buckets 3 steps (500, 505) is clearly below 1 step (597.5, 600, 602.5), but at bucket 1
     # [100, 110] vs [95, 100, 105] is not clear yet: no early stop in table mode
@@ -229,14 +239,15 @@ def test_table_mode_plans_step_counts_stops_per_bucket_and_writes_the_table(caps
     # the table (hand-computed in test_adaptive_table.py): bucket 1 best 3 steps, 1 step within [0.9091, 1.3310] -> [1, 3];
     # bucket 32 best 1 step, off 1.1 and 3 steps 1.222 clear -> [1]
     text = (report / "adaptive_table.json").read_text()
-    assert text == '{\n  "1": {"candidate_steps": [1, 3]},\n  "32": {"candidate_steps": [1]}\n}\n'
+    # bucket 32's key: sqrt(1 x 32) = 5.66 -> 6 (adaptive_table.table_keys)
+    assert text == '{\n  "1": {"candidate_steps": [1, 3]},\n  "6": {"candidate_steps": [1]}\n}\n'
     assert json.loads(text) == out["adaptive"]["table"]
     # served: adaptive on, the static settings of the largest candidate (3 steps, 4 draft tokens, topk 1)
     assert out["winner_vars"] == {
         "sglang_server_speculative_algorithm": "NEXTN", "sglang_server_speculative_num_steps": 3,
         "sglang_server_speculative_eagle_topk": 1, "sglang_server_speculative_num_draft_tokens": 4,
         "sglang_server_speculative_draft_model_path": None, "sglang_server_speculative_adaptive": True,
-        "sglang_server_speculative_adaptive_config": {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [1]}}}
+        "sglang_server_speculative_adaptive_config": {"1": {"candidate_steps": [1, 3]}, "6": {"candidate_steps": [1]}}}
     assert json.loads((report / "winner_vars.json").read_text()) == out["winner_vars"]
     assert out["winner"]["key"] == "NEXTN-s3-k1-d4"
     assert out["record"]["server_vars"] == out["winner_vars"] and out["record"]["mode"] == "table"
@@ -246,9 +257,9 @@ def test_table_mode_plans_step_counts_stops_per_bucket_and_writes_the_table(caps
     # per bucket, speedup over steps 0 (the baseline itself): bucket 1: 1 step 100/55 = 1.818, v = 5^2/(3*100^2) +
     # 5^2/(3*55^2) = 0.0035882 (as 3 over 1 step), df 3.11, half 3.182*0.059901 = 0.19061 -> [1.503, 2.200]; 3 steps 110/55 = 2.000
     # [1.628, 2.458]; bucket 32: 1.100 and 0.900 (900/1000), points (no spread)
-    assert "| 1 | 1 (baseline) | 1.818 [1.503, 2.200] |" in md
+    assert "| 1 | 1 | 1 (baseline) | 1.818 [1.503, 2.200] |" in md
     assert "| 2.000 [1.628, 2.458] | 3 | [1, 3] |" in md
-    assert "| 32 | 1 (baseline) | 1.100 [1.100, 1.100] | 0.900 [0.900, 0.900] | 1 | [1] |" in md
+    assert "| 32 | 6 | 1 (baseline) | 1.100 [1.100, 1.100] | 0.900 [0.900, 0.900] | 1 | [1] |" in md
     assert (report / "decision.md").read_text() == md
 
 
@@ -279,3 +290,20 @@ def test_table_mode_refuses_arms_a_table_cannot_hold(capsys, tmp_path):
                        "arms": [{"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 4,
                                  "speculative_num_draft_tokens": 8}]}, fail=True)
     assert "cannot be a step count of an adaptive table: speculative_eagle_topk 4" in out["msg"]
+
+
+def test_table_mode_static_decision_reads_complete_sweeps_only():
+    # 3 steps was dropped at bucket 32 after trial 1: trials 2 and 3 measured bucket 1 only
+    s3 = {"key": "NEXTN-s3-k1-d4"}
+    off = {"key": "off"}
+    full = recs(100, 900)
+    short = [recs(110, 0)[0]]
+    res = [{"arm": off, "trials": [recs(50, 1000)] * 3}, {"arm": s3, "trials": [full, short, short]}]
+    out, notes = spec_tune.complete_sweeps(res, {1: 1.0, 32: 1.0})
+    assert [(r["arm"]["key"], len(r["trials"])) for r in out] == [("off", 3), ("NEXTN-s3-k1-d4", 1)]
+    assert out[1]["trials"][0] is full
+    assert notes == ["NEXTN-s3-k1-d4: trial(s) 2, 3 measured only the buckets [1] (table mode measures a step count no more "
+                     "where it is significantly worse); the static decision reads its 1 complete sweep(s)"]
+    # an arm with no complete sweep is left out of the static decision
+    out, notes = spec_tune.complete_sweeps([{"arm": s3, "trials": [short]}], {1: 1.0, 32: 1.0})
+    assert out == [] and len(notes) == 1

@@ -44,8 +44,9 @@ def test_bucket_table_by_hand():
     #   df = 4 -> t 2.776; half = 0.20605; [2*0.81381, 2*1.22880] = [1.6276, 2.4576]: clear of 1 -> off is out.
     # bucket 32: best = 1 step (1100); off 1100/1000 = 1.1 and 3 steps 1100/900 = 1.2222, no spread: the intervals are
     #   the points, clear of 1 -> only 1 step.
-    assert out["table"] == {"1": {"candidate_steps": [1, 3]}, "32": {"candidate_steps": [1]}}
-    assert list(out["table"]) == ["1", "32"]
+    # keys: 1, and for level 32 the geometric midpoint sqrt(1 x 32) = 5.66 -> 6
+    assert out["table"] == {"1": {"candidate_steps": [1, 3]}, "6": {"candidate_steps": [1]}}
+    assert list(out["table"]) == ["1", "6"]
     b1, b32 = out["buckets"]
     assert (b1["bucket"], b1["best"], b1["candidate_steps"]) == (1, 3, [1, 3])
     rows = dict((r["steps"], r) for r in b1["steps"])
@@ -91,12 +92,29 @@ def test_tpot_lower_is_better():
     assert out["unit"] == "ms" and out["higher_is_better"] is False
 
 
-def test_one_trial_keeps_the_count_and_says_so():
-    # 1 step 100 (one trial) vs 3 steps [110, 110]: no interval -> 1 step stays, with a problem line
-    res = [{"arm": S1, "trials": [[rec(1, 100)]]}, {"arm": S3, "trials": [[rec(1, 110)], [rec(1, 110)]]}]
+def test_one_trial_on_both_sides_keeps_the_count_and_says_so():
+    # 1 step 100 (one trial) vs 3 steps 110 (one trial): no interval at all -> 1 step stays, with a problem line
+    res = [{"arm": S1, "trials": [[rec(1, 100)]]}, {"arm": S3, "trials": [[rec(1, 110)]]}]
     out = at.bucket_table(res, [1])
     assert out["table"] == {"1": {"candidate_steps": [1, 3]}}
     assert out["problems"] == ["bucket 1: 1 steps kept as a candidate without an interval (one trial)"]
+
+
+def test_one_trial_against_three_uses_the_pooled_spread():
+    # 1 step: one trial of 100 (eliminated after its first trial). 3 steps: [110, 120, 130], mean 120, s 10,
+    # s/m = 1/12; pooled on the log scale, df 2, t 4.302653: half = 4.302653 * (1/12) * sqrt(1 + 1/3) = 0.41403;
+    # best/1 step = 1.2, low = 1.2 * exp(-0.41403) = 0.7932 <= 1 -> 1 step stays a candidate
+    res = [{"arm": S1, "trials": [[rec(1, 100)]]}, {"arm": S3, "trials": [[rec(1, 110)], [rec(1, 120)], [rec(1, 130)]]}]
+    out = at.bucket_table(res, [1])
+    assert out["table"] == {"1": {"candidate_steps": [1, 3]}}
+    row = out["buckets"][0]["steps"][0]
+    assert row["vs_best"]["low"] == pytest.approx(0.7932, abs=1e-4) and row["vs_best"]["df"] == 2.0
+    assert out["problems"] == []
+    # 3 steps [119, 120, 121]: s/m = 1/120, half = 0.041403, low = 1.2 * exp(-0.041403) = 1.1513 > 1 -> 1 step is out
+    res[1]["trials"] = [[rec(1, 119)], [rec(1, 120)], [rec(1, 121)]]
+    out = at.bucket_table(res, [1])
+    assert out["table"] == {"1": {"candidate_steps": [3]}}
+    assert out["buckets"][0]["steps"][0]["vs_best"]["low"] == pytest.approx(1.1513, abs=1e-4)
 
 
 def test_failed_level_is_left_out_of_that_bucket():
@@ -104,7 +122,7 @@ def test_failed_level_is_left_out_of_that_bucket():
     res = [{"arm": OFF, "trials": [[rec(1, 50), rec(32, 900, failed=2)]] * 2},
            {"arm": S1, "trials": [[rec(1, 80), rec(32, 1000)]] * 2}]
     out = at.bucket_table(res, [1, 32])
-    assert out["table"] == {"1": {"candidate_steps": [1]}, "32": {"candidate_steps": [1]}}
+    assert out["table"] == {"1": {"candidate_steps": [1]}, "6": {"candidate_steps": [1]}}
     assert out["buckets"][1]["steps"][0]["vs_off"] is None
     assert out["problems"] == ["bucket 32: 0 steps (off) has no usable trial at concurrency 32"]
 
@@ -161,3 +179,14 @@ def test_adaptive_server_vars():
         "sglang_server_speculative_draft_model_path": None, "sglang_server_speculative_adaptive": True,
         "sglang_server_speculative_adaptive_config": table}
     assert at.adaptive_server_vars({"1": {"candidate_steps": [0]}, "8": {"candidate_steps": [0]}}, "NEXTN") is None
+
+
+def test_table_keys_are_geometric_midpoints():
+    # sqrt(1 * 8) = 2.83 -> 3; sqrt(8 * 32) = 16; sqrt(32 * 64) = 45.25 -> 45
+    assert at.table_keys([1, 8, 32, 64]) == [1, 3, 16, 45]
+    # sqrt(1 * 2) = 1.41 -> 1, but keys ascend: 2; sqrt(2 * 3) = 2.45 -> 2 -> 3; sqrt(3 * 100) = 17.3 -> 17
+    assert at.table_keys([1, 2, 3, 100]) == [1, 2, 3, 17]
+    assert at.table_keys([4]) == [4]
+    out = at.bucket_table([{"arm": OFF, "trials": [[rec(1, 50), rec(8, 300), rec(32, 900), rec(64, 1500)]]}], [1, 8, 32, 64])
+    assert sorted(out["table"], key=int) == ["1", "3", "16", "45"]
+    assert [(b["bucket"], b["key"]) for b in out["buckets"]] == [(1, 1), (8, 3), (32, 16), (64, 45)]
