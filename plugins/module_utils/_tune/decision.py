@@ -14,7 +14,8 @@ Standard library only (it runs in modules on the controller). Pieces:
   ``goodput`` that serving_benchmark computes with ``sglang_benchmark_slo_ttft_ms`` / ``_tpot_ms``, vLLM ``--goodput`` semantics) or median TPOT (ms, lower is
   better), at one concurrency or weighted over a concurrency distribution;
 * :func:`ratio_interval`: speedup of one arm over another with a 95 % interval (Welch t on the log of the
-  ratio of the means, delta method), and :func:`is_clear` for stopping trials early;
+  ratio of the means, delta method; pooled relative spread when one arm has a single trial), and :func:`is_clear` for
+  stopping trials early;
 * :func:`decide`: the winner, "no significant difference" keeping the simpler arm;
 * :func:`running_distribution`: p50/p90/max of ``#running-req`` and ``#queue-req`` from parsed SGLang
   ``Decode batch`` lines (``sglang_logs.parse_batch_line``) or ``sglang:num_running_reqs`` samples, and
