@@ -101,8 +101,10 @@ SKIP_REASONS = (NOT_UTF8, NOT_JSON, NOT_OBJECT, NO_PROMPT, TOO_FEW_TURNS, NO_HUM
 MAX_SKIPPED_FRACTION = 0.5
 # Skipped rows a refusal or the counts name (file and line), the first ones of the file.
 FIRST_SKIPPED = 5
-# Bytes read at a time from a workload file, and the progress interval of a long load.
-READ_CHUNK = 4 * 1024 * 1024
+# Bytes read at a time from a workload file, and the progress interval of a long load. A chunk decodes to up to 4 bytes
+# a character (any emoji in it); 4 MiB chunks made the load spend almost half its CPU time in the kernel, touching fresh
+# pages (benchmarks/dataset_load.py, docs/benchmark.md), 256 KiB ones reuse the freed memory.
+READ_CHUNK = 256 * 1024
 PROGRESS_BYTES = 128 * 1024 * 1024
 
 
@@ -293,7 +295,7 @@ class _Reader(object):
         self.rows = 0
         # refill before a row when less text than this is left, so that a row cut by the chunk's end is rare (it costs a
         # failed parse and json's error message, which counts the lines of the whole text)
-        self.low = max(1, READ_CHUNK // 16)
+        self.low = max(1, READ_CHUNK // 32)
 
     def more(self):
         """Append the next chunk to the text (dropping what was parsed); False at the end of the file."""
@@ -345,6 +347,7 @@ class _Reader(object):
 
 
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
+_SEPARATOR = re.compile(r"[ \t\r\n]*,[ \t\r\n]*")
 
 
 def _array_rows(reader, add):
@@ -391,6 +394,10 @@ def _array_rows(reader, add):
         reader.rows += 1
         reader.pos = end
         expect_item = False
+        sep = _SEPARATOR.match(reader.text, end)    # the usual ",\n  " up to the next row, in one step
+        if sep is not None and sep.end() < len(reader.text):
+            reader.pos = sep.end()
+            expect_item = True
 
 
 def _line_rows(fh, path, size, progress, skips, add):
