@@ -286,6 +286,7 @@ class _Reader(object):
         self.fh, self.path, self.size, self.progress = fh, path, size, progress
         self.text = ""
         self.tail = b""          # bytes of a character cut by the last chunk's end (not decoded yet)
+        self.bom = True          # no character decoded yet
         self.pos = 0
         self.line = 1            # the line of text[self.line_pos]
         self.line_pos = 0
@@ -302,10 +303,7 @@ class _Reader(object):
         if self.eof:
             return False
         chunk = self.fh.read(READ_CHUNK)
-        first = not self.read_bytes
         self.read_bytes += len(chunk)
-        if first and chunk.startswith(codecs.BOM_UTF8):
-            chunk = chunk[len(codecs.BOM_UTF8):]
         rest = self.text[self.pos:]
         data = rest.encode("utf-8") + self.tail + chunk if rest or self.tail else chunk
         try:
@@ -313,6 +311,10 @@ class _Reader(object):
         except UnicodeDecodeError as exc:
             line = self.line_of(self.pos) + data.count(b"\n", 0, exc.start)
             raise WorkloadError("workload %s line %d: not UTF-8 (%s); convert the file to UTF-8" % (self.path, line, exc.reason))
+        if self.bom and new:     # the file's first character: a BOM is dropped (as the utf-8-sig codec does)
+            self.bom = False
+            if new[0] == "\ufeff":
+                new = new[1:]
         self.line = self.line_of(self.pos)
         self.text = new
         self.tail = data[used:]
