@@ -181,3 +181,13 @@ def test_bytes_that_are_not_utf8_in_an_array_name_their_line_at_any_chunk_size(t
     path.write_bytes(b'[\n  {"prompt": "a"}\n]\n\xe6\x97')
     with pytest.raises(wl.WorkloadError, match="bad.json line 4: not UTF-8"):
         wl.read_file(str(path))
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8, 4096])
+def test_malformed_json_in_an_array_names_the_line_of_the_fault_at_any_chunk_size(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(wl, "READ_CHUNK", chunk)
+    path = tmp_path / "broken.json"
+    # the second row starts on line 3; its bad value ("oops", not JSON) is on line 4
+    path.write_text('[\n  {"prompt": "a"},\n  {"prompt": "b",\n   "category": oops}\n]\n', encoding="utf-8")
+    with pytest.raises(wl.WorkloadError, match="broken.json line 4: malformed JSON: Expecting value"):
+        wl.read_file(str(path))
