@@ -59,7 +59,10 @@ def config_of(path):
 
 def is_placeholder(turns):
     """True when any turn (a list of str) is, or starts with, :data:`TURNS_PLACEHOLDER` (an unresolved row)."""
-    return any(isinstance(t, str) and t.lstrip().startswith(TURNS_PLACEHOLDER) for t in (turns or []))
+    for turn in turns or ():     # a loop, not any() over a generator: the large-file load checks ~90k rows
+        if isinstance(turn, str) and turn.lstrip().startswith(TURNS_PLACEHOLDER):
+            return True
+    return False
 
 
 def _row_turns(row):

@@ -57,12 +57,14 @@ is called every :data:`PROGRESS_BYTES` bytes of a file at least that large, and 
 from __future__ import annotations
 
 import codecs
+import functools
 import gc
 import glob
 import hashlib
 import json
 import os
 import random
+import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench.builtin_prompts import BUILTIN_PROMPTS, CATEGORIES
 
@@ -99,8 +101,10 @@ SKIP_REASONS = (NOT_UTF8, NOT_JSON, NOT_OBJECT, NO_PROMPT, TOO_FEW_TURNS, NO_HUM
 MAX_SKIPPED_FRACTION = 0.5
 # Skipped rows a refusal or the counts name (file and line), the first ones of the file.
 FIRST_SKIPPED = 5
-# Bytes read at a time from a workload file, and the progress interval of a long load.
-READ_CHUNK = 4 * 1024 * 1024
+# Bytes read at a time from a workload file, and the progress interval of a long load. A chunk decodes to up to 4 bytes
+# a character (any emoji in it); 4 MiB chunks made the load spend almost half its CPU time in the kernel, touching fresh
+# pages (benchmarks/dataset_load.py, docs/benchmark.md), 256 KiB ones reuse the freed memory.
+READ_CHUNK = 256 * 1024
 PROGRESS_BYTES = 128 * 1024 * 1024
 
 
@@ -127,6 +131,10 @@ def _row_error(path, line, why, fix, reason=BAD_FIELD):
 
 _ROW_SHAPES = ("'prompt' (text), 'messages' (OpenAI chat messages), 'conversations' (ShareGPT) or 'turns' "
                "(MT-Bench/SPEED-Bench questions)")
+
+
+# os.path.basename of a row's file, remembered (every row of a file names it in its source)
+_basename = functools.lru_cache(maxsize=16)(os.path.basename)
 
 
 def parse_row(obj, path, line):
@@ -178,14 +186,21 @@ def parse_row(obj, path, line):
         if len(conv) < 2:
             raise _row_error(path, line, "the conversation has %d turn(s); bench_serving keeps conversations of at least 2"
                              % len(conv), "drop the row or add the turns", TOO_FEW_TURNS)
-        turns = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") in ("human", "user")
-                 and isinstance(t.get("value"), str) and t["value"].strip()]
-        system = [t["value"] for t in conv if isinstance(t, dict) and t.get("from") == "system"
-                  and isinstance(t.get("value"), str) and t["value"].strip()]
+        # one pass (the large-file load parses ~94k of these): the prompt is the first human/user turn with a string
+        # value (an empty one is refused below); turns and system keep the non-blank ones, in order
+        turns = []
         for turn in conv:
-            if isinstance(turn, dict) and turn.get("from") in ("human", "user") and isinstance(turn.get("value"), str):
-                prompt = turn["value"]
-                break
+            if isinstance(turn, dict):
+                value = turn.get("value")
+                if isinstance(value, str):
+                    who = turn.get("from")
+                    if who == "human" or who == "user":
+                        if prompt is None:
+                            prompt = value
+                        if value.strip():
+                            turns.append(value)
+                    elif who == "system" and value.strip():
+                        system.append(value)
         if prompt is None:
             raise _row_error(path, line, "the conversation has no human turn ({\"from\": \"human\", \"value\": ...})",
                              "drop the row or add the human turn", NO_HUMAN_TURN)
@@ -229,11 +244,11 @@ def parse_row(obj, path, line):
             system.insert(0, top_system)
     if turns is None:
         turns = [prompt]
-    if sum(len(t) for t in turns) + sum(len(t) for t in system) > MAX_PROMPT_CHARS:
+    if sum(map(len, turns)) + sum(map(len, system)) > MAX_PROMPT_CHARS:
         raise _row_error(path, line, "the conversation's turns have more than %d characters" % MAX_PROMPT_CHARS,
                          "shorten it (the load generator receives every prompt as module data)", TOO_LONG)
     return {"prompt": prompt, "messages": messages, "category": category.strip(), "output_len": out_len,
-            "source": "%s:%d" % (os.path.basename(path), line) if line else os.path.basename(path),
+            "source": "%s:%d" % (_basename(path), line) if line else _basename(path),
             "turns": turns, "system": "\n\n".join(system) if system else None}
 
 
@@ -260,12 +275,18 @@ class _Skips(object):
 
 class _Reader(object):
     """Text of a workload file read :data:`READ_CHUNK` bytes at a time (UTF-8, a BOM dropped), with the line number of
-    any position of the text still held, and the progress callback. Only the unparsed rest is kept (``text[pos:]``)."""
+    any position of the text still held, and the progress callback. Only the unparsed rest is kept (``text[pos:]``).
+
+    Each refill decodes one bytes object: the unparsed rest encoded back to UTF-8 (exact: strict UTF-8 decoding never
+    yields a lone surrogate), the undecoded end of the last chunk (a character cut by the chunk's end) and the new
+    chunk. The text is never concatenated as str: the chunk of a file with any emoji decodes to 4 bytes a character, and
+    a str copy of it cost more than the bytes one."""
 
     def __init__(self, fh, path, size, progress):
         self.fh, self.path, self.size, self.progress = fh, path, size, progress
-        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.text = ""
+        self.tail = b""          # bytes of a character cut by the last chunk's end (not decoded yet)
+        self.bom = True          # no character decoded yet
         self.pos = 0
         self.line = 1            # the line of text[self.line_pos]
         self.line_pos = 0
@@ -273,6 +294,9 @@ class _Reader(object):
         self.next_report = PROGRESS_BYTES
         self.eof = False
         self.rows = 0
+        # refill before a row when less text than this is left, so that a row cut by the chunk's end is rare (it costs a
+        # failed parse and json's error message, which counts the lines of the whole text)
+        self.low = max(1, READ_CHUNK // 32)
 
     def more(self):
         """Append the next chunk to the text (dropping what was parsed); False at the end of the file."""
@@ -280,18 +304,25 @@ class _Reader(object):
             return False
         chunk = self.fh.read(READ_CHUNK)
         self.read_bytes += len(chunk)
+        rest = self.text[self.pos:]
+        data = rest.encode("utf-8") + self.tail + chunk if rest or self.tail else chunk
         try:
-            new = self.decoder.decode(chunk, final=not chunk)
+            new, used = codecs.utf_8_decode(data, "strict", not chunk)
         except UnicodeDecodeError as exc:
-            line = self.line_of(len(self.text)) + chunk.count(b"\n", 0, exc.start)
+            line = self.line_of(self.pos) + data.count(b"\n", 0, exc.start)
             raise WorkloadError("workload %s line %d: not UTF-8 (%s); convert the file to UTF-8" % (self.path, line, exc.reason))
+        if self.bom and new:     # the file's first character: a BOM is dropped (as the utf-8-sig codec does)
+            self.bom = False
+            if new[0] == "\ufeff":
+                new = new[1:]
         self.line = self.line_of(self.pos)
-        self.text = self.text[self.pos:] + new
+        self.text = new
+        self.tail = data[used:]
         self.pos = self.line_pos = 0
         if not chunk:
             self.eof = True
         self.report()
-        return bool(chunk) or bool(new)
+        return bool(chunk) or len(new) > len(rest)
 
     def line_of(self, pos):
         """Line (1-based) of ``text[pos]``; positions only move forward (the newlines are counted once)."""
@@ -310,13 +341,15 @@ class _Reader(object):
     def skip_ws(self):
         """Move past whitespace; the next character, or "" at the end of the file."""
         while True:
-            n = len(self.text)
-            while self.pos < n and self.text[self.pos] in " \t\r\n":
-                self.pos += 1
-            if self.pos < n:
+            self.pos = _WHITESPACE.match(self.text, self.pos).end()
+            if self.pos < len(self.text):
                 return self.text[self.pos]
             if not self.more():
                 return ""
+
+
+_WHITESPACE = re.compile(r"[ \t\r\n]*")
+_SEPARATOR = re.compile(r"[ \t\r\n]*,[ \t\r\n]*")
 
 
 def _array_rows(reader, add):
@@ -344,6 +377,8 @@ def _array_rows(reader, add):
             reader.pos += 1
             expect_item = True
             continue
+        if not reader.eof and len(reader.text) - reader.pos < reader.low:
+            reader.more()
         while True:
             try:
                 obj, end = dec.raw_decode(reader.text, reader.pos)
@@ -361,6 +396,10 @@ def _array_rows(reader, add):
         reader.rows += 1
         reader.pos = end
         expect_item = False
+        sep = _SEPARATOR.match(reader.text, end)    # the usual ",\n  " up to the next row, in one step
+        if sep is not None and sep.end() < len(reader.text):
+            reader.pos = sep.end()
+            expect_item = True
 
 
 def _line_rows(fh, path, size, progress, skips, add):

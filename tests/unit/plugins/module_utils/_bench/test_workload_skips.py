@@ -141,3 +141,53 @@ def test_large_file_read_in_chunks_with_progress(tmp_path, monkeypatch):
     assert len(calls) >= size // 1024 and all(t == size for _d, t, _n in calls)
     assert [d for d, _t, _n in calls] == sorted(d for d, _t, _n in calls)
     assert 0 < calls[0][2] < 41 and [n for _d, _t, n in calls] == sorted(n for _d, _t, n in calls)
+
+
+# A ShareGPT array laid out by hand (line numbers counted from this text): a BOM, rows on one line and over three lines,
+# a blank line, 2-, 3- and 4-byte UTF-8 characters, a skipped row. Read in chunks of every size from 1 byte (every
+# character and every row cut by a chunk's end) to one chunk for the whole file.
+SPLIT_TEXT = (
+    "\ufeff[\n"                                                                                      # line 1
+    '  {"conversations": [{"from": "human", "value": "é one"}, {"from": "gpt", "value": "a"}]},\n'    # line 2
+    "\n"                                                                                            # line 3
+    '  {"conversations": [\n'                                                                       # line 4: row 2
+    '    {"from": "human", "value": "😀 two\\nstill two"},\n'                                       # line 5
+    '    {"from": "gpt", "value": "日本"}]},\n'                                                      # line 6
+    '  {"conversations": []},\n'                                                                    # line 7: too few turns
+    '  {"conversations": [{"from": "human", "value": "three"}, {"from": "gpt", "value": "b"}]}\n'    # line 8
+    "]\n")
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 31, 64, 4096])
+def test_rows_cut_by_chunk_ends_keep_their_text_and_lines(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(wl, "READ_CHUNK", chunk)
+    path = tmp_path / "split.json"
+    path.write_bytes(SPLIT_TEXT.encode("utf-8"))
+    rows, skips = wl.read_file(str(path))
+    assert [r["prompt"] for r in rows] == ["é one", "😀 two\nstill two", "three"]
+    assert [r["source"] for r in rows] == ["split.json:2", "split.json:4", "split.json:8"]
+    assert skips.rows == 4 and skips.skipped == {"too few turns": 1} and skips.first[0][:2] == (7, "too few turns")
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 4096])
+def test_bytes_that_are_not_utf8_in_an_array_name_their_line_at_any_chunk_size(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(wl, "READ_CHUNK", chunk)
+    path = tmp_path / "bad.json"
+    # line 3 holds a lone continuation byte (0x80), after a 3-byte character on line 2
+    path.write_bytes(b'[\n  {"prompt": "\xe6\x97\xa5"},\n  {"prompt": "x\x80"}\n]\n')
+    with pytest.raises(wl.WorkloadError, match="bad.json line 3: not UTF-8"):
+        wl.read_file(str(path))
+    # a character cut by the end of the file
+    path.write_bytes(b'[\n  {"prompt": "a"}\n]\n\xe6\x97')
+    with pytest.raises(wl.WorkloadError, match="bad.json line 4: not UTF-8"):
+        wl.read_file(str(path))
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8, 4096])
+def test_malformed_json_in_an_array_names_the_line_of_the_fault_at_any_chunk_size(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(wl, "READ_CHUNK", chunk)
+    path = tmp_path / "broken.json"
+    # the second row starts on line 3; its bad value ("oops", not JSON) is on line 4
+    path.write_text('[\n  {"prompt": "a"},\n  {"prompt": "b",\n   "category": oops}\n]\n', encoding="utf-8")
+    with pytest.raises(wl.WorkloadError, match="broken.json line 4: malformed JSON: Expecting value"):
+        wl.read_file(str(path))
