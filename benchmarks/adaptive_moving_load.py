@@ -123,20 +123,23 @@ class StepPoller(object):
 
 
 def steps_by_phase(samples, phases, start):
-    """Per phase: the step counts observed (sorted) and the number of switches between consecutive samples in it."""
+    """Per phase: the step counts observed (sorted), the share of the phase's samples at each (``share``: {steps:
+    fraction}) and the number of switches between consecutive samples in it."""
     bounds = bp.boundaries(phases)
     out = []
     prev = None
     for k in range(len(phases)):
-        seen, switches = set(), 0
+        seen, switches, count = set(), 0, {}
         for t, steps in samples:
             if start + bounds[k] <= t < start + bounds[k + 1]:
                 seen.add(steps)
+                count[steps] = count.get(steps, 0) + 1
                 if prev is not None and steps != prev:
                     switches += 1
             if t < start + bounds[k + 1]:
                 prev = steps
-        out.append({"steps": sorted(seen), "switches": switches})
+        total = float(sum(count.values())) or 1.0
+        out.append({"steps": sorted(seen), "switches": switches, "share": dict((s, c / total) for s, c in count.items())})
     return out
 
 
@@ -162,7 +165,7 @@ def tune(prompts, trials):
         sim = start(spec_args(steps))
         cost["starts_s"].append(time.time() - t_start)
         restarts += 1
-        sweeps, levels = [], list(BUCKETS)
+        sweeps, levels, gone = [], list(BUCKETS), set()
         try:
             for _t in range(trials):
                 sweep = []
@@ -174,6 +177,9 @@ def tune(prompts, trials):
                 sweeps.append(sweep)
                 levels, dropped = at.levels_next(sweeps, results, list(BUCKETS))
                 for d in dropped:
+                    if d["bucket"] in gone:
+                        continue
+                    gone.add(d["bucket"])
                     print("  %d steps: bucket %d done after %d trial(s)%s" % (
                         steps, d["bucket"], len(sweeps), "" if d["eliminated_by"] is None else
                         " (%s better x%.3f, low %.3f)" % (d["eliminated_by"], d["speedup"], d["low"])), flush=True)
@@ -237,7 +243,7 @@ def main(argv=None):
           % (len(STEPS), len(BUCKETS), args.tune_trials), flush=True)
     table, results, restarts, tune_s, cost = tune(prompts, args.tune_trials)
     static_steps, static_mean = best_static(results, weights)
-    print("\n| bucket | table key (decode batch p10) | best steps | candidate_steps | speedup over off by steps %s |"
+    print("\n| bucket | table key (geometric midpoint) | best steps | candidate_steps | speedup over off by steps %s |"
           % " / ".join(str(s) for s in STEPS))
     print("|---:|---:|---:|---|---|")
     for b in table["buckets"]:
@@ -290,7 +296,7 @@ def main(argv=None):
 
     names = [n for n, _a in arms]
     static_name = names[2]          # the best static arm, or off when that is it
-    print("\n| phase | concurrency | %s | tuned / default | tuned / static | tuned steps (switches) | default steps (switches) |"
+    print("\n| phase | concurrency | %s | tuned / default | tuned / static | tuned steps: share of the phase (switches) | default steps: share (switches) |"
           % " | ".join("%s tok/s" % n for n in names))
     print("|---:|---:|%s---|---|---|---|" % ("---:|" * len(names)))
     rows = []
@@ -303,7 +309,9 @@ def main(argv=None):
         def steps_cell(name):
             seen = sorted(set(s for r in runs[name] for s in r["steps"][k]["steps"]))
             sw = [r["steps"][k]["switches"] for r in runs[name]]
-            return "%s (%s)" % (seen, "/".join(str(x) for x in sw))
+            share = ", ".join("%d: %.0f %%" % (s, 100.0 * sum(r["steps"][k]["share"].get(s, 0.0) for r in runs[name]) / len(runs[name]))
+                              for s in seen)
+            return "%s (%s)" % (share, "/".join(str(x) for x in sw))
 
         def ratio_cell(iv):
             if iv["low"] is None:

@@ -10,8 +10,11 @@ SGLang's adaptive speculative decoding (``--speculative-adaptive-config``, SGLan
 ``bs`` is below every bucket) and moves, inside that bucket, between its ``candidate_steps`` as an EMA of the accepted
 drafts changes. Steps 0 means no drafting. The tuner measures one static arm per step count (draft tokens = steps + 1,
 topk 1; steps 0 = speculation off), each at every bucket as a concurrency level, and keeps per bucket the best step count
-plus every count the best does not beat significantly (95 % interval of best/count reaches 1): the EMA then chooses
-among counts the measurements cannot tell apart, and never among counts measured to be worse.
+plus every smaller count the best does not beat significantly (95 % interval of best/count reaches 1). SGLang's EMA
+moves up to the largest candidate the accepted drafts support and down when they fall, so the best count is the top of
+each bucket: a count above it, even one not significantly worse, would run whenever acceptance allows, at its measured
+cost; the smaller ones are where the EMA goes when acceptance drops (fewer steps pay then), never to a count measured to
+be worse.
 
 A bucket is measured as a closed loop of its own concurrency ``c``, but its table key is not ``c``: SGLang serves a
 batch from the largest key not above it, so a table keyed at the measured levels (1/8/32/64) serves every batch between
@@ -132,7 +135,7 @@ def bucket_table(results, buckets, objective="throughput"):
         ``decision.ratio_interval`` dict, ``speedup`` >= 1), ``vs_off`` (this count over steps 0, or None when steps 0 was
         not measured) and ``candidate`` (bool)), ``objective``, ``metric``, ``unit``, ``higher_is_better``, ``problems``
         (step counts without a usable trial at a bucket, and bucket decisions made without an interval).
-        A count is a candidate when it is the best or the 95 % interval of best/count reaches down to 1 (not
+        A count is a candidate when it is the best, or below the best and the 95 % interval of best/count reaches down to 1 (not
         significantly worse; ``decision.ratio_interval``, which pools the spread when one side has a single trial, e.g. a
         count eliminated after its first trial); with one trial on both sides there is no interval, so the count stays.
     :raises decision.SpecDecisionError: an unknown objective, no bucket, a bucket that is not an int >= 1, an arm a table
@@ -185,8 +188,10 @@ def bucket_table(results, buckets, objective="throughput"):
             r["vs_best"] = sd.ratio_interval(best["values"], r["values"], higher)
             r["vs_off"] = sd.ratio_interval(r["values"], off["values"], higher) if off else None
             low = r["vs_best"]["low"]
-            r["candidate"] = r is best or low is None or low <= 1.0
-            if r is not best and low is None:
+            # counts above the best are never candidates: SGLang's EMA climbs to the largest candidate the acceptance
+            # supports, so such a count would run most of the time, at its measured cost
+            r["candidate"] = r is best or (r["steps"] < best["steps"] and (low is None or low <= 1.0))
+            if r is not best and r["steps"] < best["steps"] and low is None:
                 problems.append("bucket %d: %d steps kept as a candidate without an interval (one trial)" % (bucket, r["steps"]))
         candidates = [r["steps"] for r in rows if r["candidate"]]
         table[str(keys[bucket])] = {"candidate_steps": candidates}

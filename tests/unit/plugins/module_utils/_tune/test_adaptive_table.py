@@ -69,13 +69,26 @@ def test_bucket_table_by_hand():
     assert adaptive.validate_table(out["table"]) == out["table"]
 
 
-def test_equal_means_are_both_candidates_and_a_tie_goes_to_fewer_steps():
-    # bucket 8: 1 step and 2 steps both [200, 200, 200]: best = 1 step (tie -> fewer steps), 2 steps over it 1.0 -> candidate
+def test_a_tie_goes_to_fewer_steps_and_counts_above_the_best_are_no_candidates():
+    # bucket 8: 1 step and 2 steps both [200, 200, 200]: best = 1 step (tie -> fewer steps); 2 steps is not worse, but
+    # above the best: SGLang's EMA would run it whenever acceptance allows -> no candidate; off 150 is worse -> no candidate
     res = [{"arm": S1, "trials": trials({8: [200, 200, 200]})}, {"arm": S2, "trials": trials({8: [200, 200, 200]})},
            {"arm": OFF, "trials": trials({8: [150, 150, 150]})}]
     out = at.bucket_table(res, [8])
     assert out["buckets"][0]["best"] == 1
-    assert out["table"] == {"8": {"candidate_steps": [1, 2]}}
+    assert out["table"] == {"8": {"candidate_steps": [1]}}
+    # 3 steps best [210, 220, 230] (mean 220, s 10), 2 steps [205, 215, 225] (mean 215, s 10), 1 step [190, 200, 210]:
+    # 2 steps (below the best): R = 220/215 = 1.0233, v = 100/(3*220^2) + 100/(3*215^2) = 0.00068871 + 0.00072111 =
+    # 0.00140982, se 0.037547, Welch df 3.998 (the t table takes the whole df below: 3, t 3.182) -> low
+    # 1.0233 * exp(-0.11948) = 0.9080 <= 1 -> candidate; 1 step: R = 1.1, v = 0.00068871 + 100/(3*200^2) = 0.00152204,
+    # se 0.039013, df 3.964 -> 3, low 1.1 * exp(-0.12414) = 0.9716 -> candidate
+    res = [{"arm": S1, "trials": trials({8: [190, 200, 210]})}, {"arm": S2, "trials": trials({8: [205, 215, 225]})},
+           {"arm": S3, "trials": trials({8: [210, 220, 230]})}]
+    out = at.bucket_table(res, [8])
+    assert out["table"] == {"8": {"candidate_steps": [1, 2, 3]}}
+    rows = dict((r["steps"], r) for r in out["buckets"][0]["steps"])
+    assert rows[2]["vs_best"]["low"] == pytest.approx(0.9080, abs=2e-4)
+    assert rows[1]["vs_best"]["low"] == pytest.approx(0.9716, abs=2e-4)
 
 
 def test_tpot_lower_is_better():
