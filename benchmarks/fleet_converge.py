@@ -332,6 +332,27 @@ def per_host(n, run, base, cores):
             "bound_s": bound, "wall_over_bound": round(run["seconds"] / bound, 2) if bound else None}
 
 
+#: inotify instances to allow per sandbox host: each is a systemd container of the same (root) user, and systemd with its
+#: path units (nvidia-cdi-refresh.path) takes several; with the kernel's default of 128 per user, 8 hosts converged and 16
+#: did not (2 of 8 new hosts: "Unable to start service nvidia-cdi-refresh.path: Job failed", docs/fleet.md).
+INOTIFY_PER_HOST = 16
+
+
+def inotify_problem(hosts, path="/proc/sys/fs/inotify/max_user_instances"):
+    """Why ``hosts`` sandbox hosts would run out of inotify instances (a message with the fix), or None."""
+    try:
+        with open(path) as fh:
+            limit = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    need = INOTIFY_PER_HOST * hosts
+    if limit >= need:
+        return None
+    return ("fs.inotify.max_user_instances is %d; %d sandbox hosts need about %d (%d each: systemd and its path units in "
+            "every host container), or some hosts' units fail to start. Fix: sysctl -w fs.inotify.max_user_instances=%d "
+            "(a machine setting), or fewer hosts." % (limit, hosts, need, INOTIFY_PER_HOST, max(1024, need)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--sizes", default="1,4,8", help="fleet sizes, comma-separated (default 1,4,8)")
@@ -363,6 +384,9 @@ def main():
         sys.exit("--sizes=%s: give fleet sizes >= 1, e.g. 1,4,8" % args.sizes)
     if shutil.which("podman") is None:
         sys.exit("podman is missing: the sandbox needs it (scripts/bootstrap.sh)")
+    problem = inotify_problem(max(sizes))
+    if problem:
+        sys.exit(problem)
     mitogen = None
     if args.mitogen:
         mitogen = mitogen_env(args.mitogen_path if args.mitogen_path and os.path.isdir(args.mitogen_path) else "")
