@@ -23,7 +23,7 @@ double), then prove it on a load that moves, against SGLang's default table, the
    (``sglang:spec_num_steps`` read from /metrics every 0.2 s) and how often the step count switched.
 
 Usage: .venv/bin/python benchmarks/adaptive_moving_load.py [--dwell 15] [--tune-trials 3] [--ab-trials 3] [--json out.json]
-Takes about 30 minutes with the defaults on an idle 2-core machine; run it alone: the simulator's timing is real
+Takes about 30-35 minutes with the defaults on an idle 2-core machine; run it alone: the simulator's timing is real
 sleeping, and a CPU-starved simulator or client widens the intervals, and with them the tuned table's candidate lists.
 The numbers are the simulator's, not a GPU's.
 """
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import tempfile
@@ -84,11 +85,14 @@ def start(args):
     return sim
 
 
-def measure_level(url, prompts, concurrency):
-    """One closed-loop level: max(4, 2 x concurrency) requests at ``concurrency``; a record as spec_tune reads it."""
-    n = max(4, 2 * concurrency)
-    results, duration, _warm = bc.run_benchmark(bc.Target(url), prompts[:n], max_concurrency=concurrency,
-                                                warmup_prompts=prompts[n:n + 2])
+def measure_level(url, prompts, concurrency, trial=0):
+    """One closed-loop level: max(16, 4 x concurrency) requests at ``concurrency`` (the sglang_benchmark role's default
+    num_prompts and prompts_per_concurrency: four rounds, so steady decoding outweighs the ramp and the drain), a seeded
+    sample of the prompts per level and trial (the same for every arm); a record as spec_tune reads it."""
+    n = max(16, 4 * concurrency)
+    picked = random.Random(1000 * trial + concurrency).sample(prompts, min(n + 2, len(prompts)))
+    results, duration, _warm = bc.run_benchmark(bc.Target(url), picked[:n], max_concurrency=concurrency,
+                                                warmup_prompts=picked[n:n + 2])
     rec = level_metrics(results, duration)
     rec["max_concurrency"] = concurrency
     return rec
@@ -167,11 +171,11 @@ def tune(prompts, trials):
         restarts += 1
         sweeps, levels, gone = [], list(BUCKETS), set()
         try:
-            for _t in range(trials):
+            for trial in range(trials):
                 sweep = []
                 for c in levels:
                     t_level = time.time()
-                    sweep.append(measure_level(sim.url, prompts, c))
+                    sweep.append(measure_level(sim.url, prompts, c, trial))
                     cost["level_s"].setdefault((steps, c), []).append(time.time() - t_level)
                     cost["runs"] += 1
                 sweeps.append(sweep)

@@ -10,11 +10,15 @@ SGLang's adaptive speculative decoding (``--speculative-adaptive-config``, SGLan
 ``bs`` is below every bucket) and moves, inside that bucket, between its ``candidate_steps`` as an EMA of the accepted
 drafts changes. Steps 0 means no drafting. The tuner measures one static arm per step count (draft tokens = steps + 1,
 topk 1; steps 0 = speculation off), each at every bucket as a concurrency level, and keeps per bucket the best step count
-plus every smaller count the best does not beat significantly (95 % interval of best/count reaches 1). SGLang's EMA
-moves up to the largest candidate the accepted drafts support and down when they fall, so the best count is the top of
-each bucket: a count above it, even one not significantly worse, would run whenever acceptance allows, at its measured
-cost; the smaller ones are where the EMA goes when acceptance drops (fewer steps pay then), never to a count measured to
-be worse.
+plus every smaller count the best does not beat significantly (95 % interval of best/count reaches 1) and that the EMA
+would not fall to at the acceptance measured for the best. SGLang's ``AdaptiveStepSlot`` moves down to the next smaller
+candidate ``l`` when the EMA of accepted drafts per request is at or below ``l - 0.5 + down_hysteresis`` (-0.25; 0.25 for
+``l = 0``) and up only when it passes the next larger one ``- 0.5``, which a chain rarely reaches: so a count above the
+best, even one not significantly worse, would run whenever acceptance allows, at its measured cost, and a smaller count
+whose threshold lies at or above the best's measured accepted drafts (``accept_length - 1``) would be where the bucket
+settles (a first proof with ``[1, 2, 3]`` at batch 1 sat at 2 steps 71 % of the time, 3 being the best). The smaller
+counts kept are where the EMA goes only when acceptance drops below what was measured, never a count measured to be
+worse.
 
 A bucket is measured as a closed loop of its own concurrency ``c``, but its table key is not ``c``: SGLang serves a
 batch from the largest key not above it, so a table keyed at the measured levels (1/8/32/64) serves every batch between
@@ -106,6 +110,25 @@ def arm_steps(arm):
     return steps
 
 
+def down_threshold(steps):
+    """The EMA of accepted drafts per request at or below which SGLang's ``AdaptiveStepSlot`` moves down to ``steps``
+    (the next smaller candidate): ``(0.5 if steps == 0 else steps - 0.5) + down_hysteresis`` (default -0.25,
+    ``adaptive_config.FIELD_DEFAULTS``; SGLang 0.5.23 ``speculative/adaptive_spec_params.py``)."""
+    return (0.5 if steps == 0 else steps - 0.5) + adaptive_config.FIELD_DEFAULTS["down_hysteresis"]
+
+
+def accepted_drafts(trials, bucket):
+    """Mean accepted drafts per request and verify step (``accept_length - 1``) of a step count's trials at concurrency
+    ``bucket`` (the records' ``accept_length``), or None when no record has it."""
+    values = []
+    for records in trials:
+        for rec in records or []:
+            acc = rec.get("accept_length") if rec.get("max_concurrency") == bucket else None
+            if isinstance(acc, (int, float)) and not isinstance(acc, bool) and acc >= 1:
+                values.append(acc - 1.0)
+    return sum(values) / len(values) if values else None
+
+
 def table_keys(buckets):
     """The table key of each measured level (ascending ints >= 1): the first keeps its number; each next one is the
     geometric midpoint ``round(sqrt(previous level x level))``, at least the previous key + 1 and at most the level.
@@ -184,6 +207,8 @@ def bucket_table(results, buckets, objective="throughput"):
             if (r["mean"] > best["mean"]) if higher else (r["mean"] < best["mean"]):
                 best = r
         off = next((r for r in rows if r["steps"] == 0), None)
+        drafts = accepted_drafts(by_steps[best["steps"]]["trials"], bucket) if best["steps"] else None
+        best["accepted_drafts"] = drafts
         for r in rows:
             r["vs_best"] = sd.ratio_interval(best["values"], r["values"], higher)
             r["vs_off"] = sd.ratio_interval(r["values"], off["values"], higher) if off else None
@@ -191,7 +216,13 @@ def bucket_table(results, buckets, objective="throughput"):
             # counts above the best are never candidates: SGLang's EMA climbs to the largest candidate the acceptance
             # supports, so such a count would run most of the time, at its measured cost
             r["candidate"] = r is best or (r["steps"] < best["steps"] and (low is None or low <= 1.0))
-            if r is not best and r["steps"] < best["steps"] and low is None:
+            r["ema_threshold"] = None
+            if r["candidate"] and r is not best and drafts is not None:
+                # a smaller count the EMA would fall to at the acceptance measured for the best: the bucket would serve it
+                r["ema_threshold"] = down_threshold(r["steps"])
+                if r["ema_threshold"] >= drafts:
+                    r["candidate"] = False
+            if r["candidate"] and r is not best and low is None:
                 problems.append("bucket %d: %d steps kept as a candidate without an interval (one trial)" % (bucket, r["steps"]))
         candidates = [r["steps"] for r in rows if r["candidate"]]
         table[str(keys[bucket])] = {"candidate_steps": candidates}

@@ -203,3 +203,25 @@ def test_table_keys_are_geometric_midpoints():
     out = at.bucket_table([{"arm": OFF, "trials": [[rec(1, 50), rec(8, 300), rec(32, 900), rec(64, 1500)]]}], [1, 8, 32, 64])
     assert sorted(out["table"], key=int) == ["1", "3", "16", "45"]
     assert [(b["bucket"], b["key"]) for b in out["buckets"]] == [(1, 1), (8, 3), (32, 16), (64, 45)]
+
+
+def test_a_smaller_count_the_ema_would_settle_on_is_no_candidate():
+    # bucket 1: 3 steps best [210, 220, 230], 2 steps [205, 215, 225], 1 step [190, 200, 210]: both not significantly worse
+    # (intervals by hand in the test above). SGLang moves from 3 down to 2 when the EMA of accepted drafts <= 2 - 0.5 - 0.25
+    # = 1.25, down to 1 when <= 1 - 0.5 - 0.25 = 0.25. 3 steps measured accept length 2.2 -> 1.2 accepted drafts:
+    # 1.2 <= 1.25, so the EMA would settle on 2 -> 2 steps is no candidate; 1 stays (0.25 < 1.2) -> [1, 3]
+    def arm(a, vals, accept=None):
+        return {"arm": a, "trials": [[dict(rec(1, v), accept_length=accept)] for v in vals]}
+    res = [arm(S1, [190, 200, 210], 1.6), arm(S2, [205, 215, 225], 1.9), arm(S3, [210, 220, 230], 2.2)]
+    assert at.accepted_drafts(res[2]["trials"], 1) == pytest.approx(1.2)
+    assert (at.down_threshold(2), at.down_threshold(1), at.down_threshold(0)) == (1.25, 0.25, 0.25)
+    out = at.bucket_table(res, [1])
+    assert out["table"] == {"1": {"candidate_steps": [1, 3]}}
+    rows = dict((r["steps"], r) for r in out["buckets"][0]["steps"])
+    assert rows[2]["ema_threshold"] == 1.25 and rows[2]["candidate"] is False and rows[3]["accepted_drafts"] == pytest.approx(1.2)
+    # 3 steps at accept length 2.3 (1.3 accepted drafts > 1.25): the EMA stays at 3, 2 steps is kept -> [1, 2, 3]
+    res[2] = arm(S3, [210, 220, 230], 2.3)
+    assert at.bucket_table(res, [1])["table"] == {"1": {"candidate_steps": [1, 2, 3]}}
+    # no accept length recorded: the rule cannot be applied, the counts not significantly worse stay
+    res[2] = arm(S3, [210, 220, 230])
+    assert at.bucket_table(res, [1])["table"] == {"1": {"candidate_steps": [1, 2, 3]}}
