@@ -31,9 +31,9 @@ description:
     buckets the arm's next trial still needs (C(levels_next)); a step count significantly worse than a finished arm at a
     bucket is not measured there again (the tuning cost). Each bucket's table key is the geometric midpoint of the bucket
     and the one below (1, 8, 32, 64 -> keys 1, 3, 16, 45), so every batch size uses the counts measured nearest to it.
-    O(action=decide) additionally
-    computes per bucket each step count's objective, its 95 % interval against the best and C(candidate_steps) (the best count
-    plus every count not significantly worse), writes C(adaptive_table.json) (SGLang's JSON, what C(--speculative-adaptive-config)
+    O(action=decide) additionally computes per bucket each step count's objective, its 95 % interval against the best and
+    C(candidate_steps) (the best count plus every smaller count not significantly worse that SGLang's EMA would not settle
+    on at the best's measured acceptance), writes C(adaptive_table.json) (SGLang's JSON, what C(--speculative-adaptive-config)
     reads) and a per-bucket section in C(decision.md), and C(winner_vars.json) sets C(sglang_server_speculative_adaptive) true,
     C(sglang_server_speculative_adaptive_config) the table and the static settings of the largest candidate. Where adaptive
     cannot run (O(table_refusal)), or no bucket drafts at all, the static decision over O(weights) is taken and the report says why.
@@ -736,7 +736,8 @@ def adaptive_markdown(adaptive, decision):
     lines += ["Per bucket (measured as a closed loop of concurrency = bucket; served from its key, the geometric midpoint "
               "of the bucket and the one below: a batch of n requests uses the largest key not above n): "
               "%s speedup of each step count over steps 0 (no speculation), 95 %% interval; candidates = the best count and every "
-              "count whose interval against the best reaches 1." % decision["metric"], "",
+              "smaller count whose interval against the best reaches 1 and whose EMA down threshold lies below the best's "
+              "accepted drafts (SGLang's EMA would settle on it otherwise)." % decision["metric"], "",
               "| bucket | key | " + " | ".join("%d step%s" % (c, "" if c == 1 else "s") for c in counts) + " | best | candidate_steps |",
               "|---:|---:|" + "---|" * len(counts) + "---:|---|"]
     for b in adaptive["buckets"]:
