@@ -229,8 +229,8 @@ def test_phase_rows_and_markdown_of_a_moving_load():
     old = {"level": 3, "phases": [dict((k, v) for k, v in rec["phases"][0].items() if not k.startswith("settle"))]}
     assert br.phase_rows([{"level": 2}]) == [] and br.phase_markdown([{"level": 2}]) == ""
     rows = br.phase_rows([rec, old])
-    assert [(r["level"], r["phase"], r["concurrency"], r["failed"]) for r in rows] == [(1, 1, 1, 0), (1, 2, 8, 1), (1, 3, 1, 0),
-                                                                                        (3, 1, 1, 0)]
+    assert [(r["level"], r["phase"], r["concurrency"], r["failed"]) for r in rows] == [
+        (1, 1, 1, 0), (1, 2, 8, 1), (1, 3, 1, 0), (3, 1, 1, 0)]
     assert [(r["settle_s"], r["settled_throughput"]) for r in rows] == [(0.0, 1.5), (0.375, 38.0), (2.0, None), (None, None)]
     md = br.phase_markdown([rec, old]).splitlines()
     assert md[0].endswith("| accept len | settle s | settled tok/s |") and md[1].count("---:") == 13
