@@ -17,10 +17,21 @@ double), then prove it on a load that moves, against SGLang's default table, the
    table (``--speculative-adaptive`` alone), the best static arm, off (one arm when the best static arm is off) -
    ``--ab-trials`` trials each, the arms interleaved
    per trial so drift on the machine spreads over all of them, a fresh server per run (a restart costs the simulator
-   50 ms). Per phase (``_bench/phases.phase_metrics``): output tok/s of the tokens that arrived in the window, with a 95 %
-   interval over the trials, the tuned table's speedup over the default table and over the best static arm with 95 %
-   intervals (``decision.ratio_interval``), and for the adaptive arms the step counts observed in the phase
-   (``sglang:spec_num_steps`` read from /metrics every 0.2 s) and how often the step count switched.
+   50 ms). Trial k (1-based) sends the prompts in its own order (``random.Random(k).shuffle`` of a copy) and seeds the
+   simulator's draft acceptance with ``SGLANG_SIM_SEED=k``, both the same for every arm in it: the trials differ, so the
+   intervals measure something (with one order and one seed the trials of an arm were identical and the intervals a
+   point).
+4. Per phase (``_bench/phases.phase_metrics``), the primary comparison is on the settled tok/s
+   (``settled_throughput``: the tokens that arrived after the drain, over the rest of the phase): after a fall in
+   concurrency the requests in flight at the boundary finish first, and how many tokens they have left depends on
+   which prompts they are - on how many requests the arm completed before, not on the arm. Table 1: settled tok/s per
+   arm with a 95 % interval over the trials, the tuned table's speedup over the default table and over the best static
+   arm with 95 % intervals (``decision.ratio_interval``), and for the adaptive arms the step counts observed in the
+   phase (``sglang:spec_num_steps`` read from /metrics every 0.2 s) and how often the step count switched. Table 2: the
+   raw window tok/s (``output_throughput``, the drain included), the mean settle seconds per arm and the window ratios.
+   The whole-load totals are total tokens / total time, as before. ``--json`` holds both, per phase under ``rows``
+   (``settled_throughput``, ``output_throughput``, ``settle_s``: {arm: per-trial values}; the ratios), the per-run
+   metrics under ``runs`` and the trials' orders and seeds under ``trials``.
 
 Usage: .venv/bin/python benchmarks/adaptive_moving_load.py [--dwell 15] [--tune-trials 3] [--ab-trials 3] [--json out.json]
 Takes about 30-35 minutes with the defaults on an idle 2-core machine; run it alone: the simulator's timing is real
@@ -79,8 +90,13 @@ def adaptive_args(table_path=None, steps=None):
     return out
 
 
-def start(args):
-    sim = SimProcess(BASE + args, env=PROFILE)
+def start(args, seed=None):
+    """A simulator with the profile and ``args``; ``seed``: its ``SGLANG_SIM_SEED`` (draft acceptance; None: its
+    default 0)."""
+    env = dict(PROFILE)
+    if seed is not None:
+        env["SGLANG_SIM_SEED"] = str(seed)
+    sim = SimProcess(BASE + args, env=env)
     sim.wait_ready(timeout=60)
     return sim
 
@@ -151,6 +167,46 @@ def interval(values):
     """(mean, 95 % half-width) of per-trial values (Student t, n - 1 degrees of freedom; 0 with one value)."""
     m, s = sd.mean_sd(values)
     return m, (sd.t975(len(values) - 1) * s / len(values) ** 0.5) if len(values) > 1 else 0.0
+
+
+def mean_cell(values, digits=0):
+    """``mean ± half-width`` of the values that are not None (:func:`interval`), ``-`` without any."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    return ("%%.%df ± %%.%df" % (digits, digits)) % interval(vals)
+
+
+def ratio(candidate, baseline):
+    """``decision.ratio_interval`` of the per-trial values that are not None, or None when a side has none (a phase whose
+    drain lasted all of it in every trial has no settled tok/s) or a value <= 0."""
+    c = [v for v in candidate if v is not None]
+    b = [v for v in baseline if v is not None]
+    if not c or not b or min(c + b) <= 0:
+        return None
+    return sd.ratio_interval(c, b)
+
+
+def ratio_cell(iv):
+    """``speedup [low, high]`` of a :func:`ratio` result; the speedup alone without an interval; ``-`` for None."""
+    if iv is None:
+        return "-"
+    if iv["low"] is None:
+        return "%.2f" % iv["speedup"]
+    return "%.2f [%.2f, %.2f]" % (iv["speedup"], iv["low"], iv["high"])
+
+
+def phase_values(runs, k, key):
+    """``{arm: [phase ``k``'s ``key`` (a ``phase_metrics`` key) in each trial]}``."""
+    return dict((name, [r["phases"][k][key] for r in arm_runs]) for name, arm_runs in runs.items())
+
+
+def trial_order(prompts, trial):
+    """The prompt order of A/B trial ``trial`` (1-based), the same for every arm in it: a copy of ``prompts`` shuffled
+    with ``random.Random(trial)``."""
+    order = list(prompts)
+    random.Random(trial).shuffle(order)
+    return order
 
 
 def tune(prompts, trials):
@@ -282,12 +338,13 @@ def main(argv=None):
     runs = dict((name, []) for name, _a in arms)
     print("\n== moving load: phases %s x %.0f s, %d arms x %d trials"
           % ("/".join(str(c) for c in bp.EXAMPLE_CONCURRENCY), args.dwell, len(arms), args.ab_trials), flush=True)
-    for trial in range(args.ab_trials):
+    for trial in range(1, args.ab_trials + 1):
+        order = trial_order(prompts, trial)     # per trial, shared by the arms: the drain differs between trials, not arms
         for name, flags in arms:
-            sim = start(flags)
+            sim = start(flags, seed=trial)
             try:
                 with StepPoller(sim.url) as poller:
-                    res, _dur, t0, _total = bc.run_phases(bc.Target(sim.url), prompts, phases)
+                    res, _dur, t0, _total = bc.run_phases(bc.Target(sim.url), order, phases)
             finally:
                 sim.stop()
             pm = bp.phase_metrics(res, phases, t0)
@@ -296,19 +353,19 @@ def main(argv=None):
             runs[name].append({"phases": pm, "steps": steps, "throughput": total_tokens / sum(p["duration_s"] for p in phases),
                                "failed": sum(p["failed"] for p in pm)})
             print("  trial %d %-16s %7.1f tok/s over the load, %d failed"
-                  % (trial + 1, name, runs[name][-1]["throughput"], runs[name][-1]["failed"]), flush=True)
+                  % (trial, name, runs[name][-1]["throughput"], runs[name][-1]["failed"]), flush=True)
 
     names = [n for n, _a in arms]
     static_name = names[2]          # the best static arm, or off when that is it
+    print("\nPer phase, settled tok/s: the tokens that arrived after the drain (``settle_s``) over the rest of the phase")
     print("\n| phase | concurrency | %s | tuned / default | tuned / static | tuned steps: share of the phase (switches) | default steps: share (switches) |"
-          % " | ".join("%s tok/s" % n for n in names))
+          % " | ".join("%s settled tok/s" % n for n in names))
     print("|---:|---:|%s---|---|---|---|" % ("---:|" * len(names)))
     rows = []
     for k, ph in enumerate(phases):
-        vals = dict((n, [r["phases"][k]["output_throughput"] for r in runs[n]]) for n in names)
-        cells = ["%.0f ± %.0f" % interval(vals[n]) for n in names]
-        vs_def = sd.ratio_interval(vals["tuned table"], vals["default table"])
-        vs_sta = sd.ratio_interval(vals["tuned table"], vals[static_name])
+        settled, window, settle = [phase_values(runs, k, key) for key in ("settled_throughput", "output_throughput", "settle_s")]
+        vs_def = ratio(settled["tuned table"], settled["default table"])
+        vs_sta = ratio(settled["tuned table"], settled[static_name])
 
         def steps_cell(name):
             seen = sorted(set(s for r in runs[name] for s in r["steps"][k]["steps"]))
@@ -316,16 +373,22 @@ def main(argv=None):
             share = ", ".join("%d: %.0f %%" % (s, 100.0 * sum(r["steps"][k]["share"].get(s, 0.0) for r in runs[name]) / len(runs[name]))
                               for s in seen)
             return "%s (%s)" % (share, "/".join(str(x) for x in sw))
-
-        def ratio_cell(iv):
-            if iv["low"] is None:
-                return "%.2f" % iv["speedup"]
-            return "%.2f [%.2f, %.2f]" % (iv["speedup"], iv["low"], iv["high"])
         print("| %d | %d | %s | %s | %s | %s | %s |" % (
-            k + 1, ph["concurrency"], " | ".join(cells), ratio_cell(vs_def), ratio_cell(vs_sta), steps_cell("tuned table"),
-            steps_cell("default table")))
-        rows.append({"phase": k + 1, "concurrency": ph["concurrency"], "values": vals, "tuned_vs_default": vs_def,
-                     "tuned_vs_static": vs_sta})
+            k + 1, ph["concurrency"], " | ".join(mean_cell(settled[n]) for n in names), ratio_cell(vs_def), ratio_cell(vs_sta),
+            steps_cell("tuned table"), steps_cell("default table")))
+        rows.append({"phase": k + 1, "concurrency": ph["concurrency"], "settled_throughput": settled, "output_throughput": window,
+                     "settle_s": settle, "tuned_vs_default": vs_def, "tuned_vs_static": vs_sta,
+                     "window_tuned_vs_default": ratio(window["tuned table"], window["default table"]),
+                     "window_tuned_vs_static": ratio(window["tuned table"], window[static_name])})
+    print("\nPer phase, the raw window (every token that arrived in the phase, the drain included) and the drain's length")
+    print("\n| phase | concurrency | %s | %s | window tuned / default | window tuned / static |"
+          % (" | ".join("%s window tok/s" % n for n in names), " | ".join("%s settle s" % n for n in names)))
+    print("|---:|---:|%s---|---|" % ("---:|" * (2 * len(names))))
+    for row in rows:
+        print("| %d | %d | %s | %s | %s | %s |" % (
+            row["phase"], row["concurrency"], " | ".join(mean_cell(row["output_throughput"][n]) for n in names),
+            " | ".join(mean_cell(row["settle_s"][n], 2) for n in names), ratio_cell(row["window_tuned_vs_default"]),
+            ratio_cell(row["window_tuned_vs_static"])))
     whole = dict((n, [r["throughput"] for r in runs[n]]) for n in names)
     print("\nwhole load: %s" % "; ".join("%s %.0f ± %.0f tok/s" % ((n,) + interval(whole[n])) for n in names))
     for other in names[1:]:
@@ -335,7 +398,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"table": table, "static_steps": static_steps, "tune_s": tune_s, "restarts": restarts, "phases": phases,
-                       "runs": runs, "rows": rows}, fh, indent=1, default=str)
+                       "runs": runs, "rows": rows,
+                       "trials": [{"trial": k, "prompt_order": "random.Random(%d).shuffle" % k, "SGLANG_SIM_SEED": k}
+                                  for k in range(1, args.ab_trials + 1)]}, fh, indent=1, default=str)
     return 0
 
 

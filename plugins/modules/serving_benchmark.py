@@ -206,7 +206,12 @@ options:
       - The level's record carries C(phases) - per phase C(phase), C(concurrency), C(duration_s), C(start_s),
         C(end_s), C(requests) and C(failed) (the requests started in the phase), C(output_throughput) (tok/s of the
         output tokens that arrived inside the phase's window), C(mean_in_flight) (time-weighted requests in flight in
-        the window), C(tpot_p50_ms), C(decode_tok_s_per_req) and C(accept_length) (of the requests started in it).
+        the window), C(tpot_p50_ms), C(decode_tok_s_per_req) and C(accept_length) (of the requests started in it),
+        C(settle_s) (seconds from the phase's start until the requests in flight first drop to at most its cap - the
+        drain after a fall in concurrency; 0.0 when the cap did not fall) and C(settled_throughput) (tok/s of the output
+        tokens that arrived from C(start_s) + C(settle_s) to C(end_s), over that time; null when the drain lasted the
+        whole phase). After a fall the window's tok/s depends on which prompts were in flight at the boundary; the
+        settled tok/s leaves that drain out.
       - Not with O(request_rate), O(trace), O(shared_prefix), O(multi_turn) or O(client_processes) above 1.
     type: list
     elements: dict

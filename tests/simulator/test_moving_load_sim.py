@@ -33,6 +33,10 @@ def test_the_load_follows_each_phases_cap(sglang_sim):
     assert 1.8 <= three["mean_in_flight"] <= 3.0
     assert two["requests"] > one["requests"] and one["accept_length"] is not None
     assert sum(p["requests"] for p in (one, two, three)) == len(results)
+    # the caps rise into phases 1 and 2 (no drain); into phase 3 about 6 are in flight over a cap of 2, and they finish
+    # within a request's lifetime (~0.2 s), after which the settled window holds the rest of the phase
+    assert one["settle_s"] == 0.0 and two["settle_s"] == 0.0
+    assert 0.0 < three["settle_s"] < 0.5 and three["settled_throughput"] > 0
 
 
 def test_a_conversation_or_bad_phases_are_refused_before_a_request(sglang_sim):

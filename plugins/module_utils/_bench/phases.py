@@ -122,6 +122,31 @@ def profile_from_histogram(histogram, total_s, min_dwell_s=5.0, order="rise-fall
     return [{"concurrency": c, "duration_s": round(min_dwell_s + spare * share[c] / total_w, 3)} for c in seq]
 
 
+def settle_time(results, lo, hi, cap):
+    """Seconds from ``lo`` until the requests in flight first drop to at most ``cap`` (the drain after a fall in
+    concurrency).
+
+    :param results: :class:`.stats.RequestResult` list; a request is in flight over ``[start_time, start_time +
+        latency)`` (failed ones too: they held a slot); one without a ``start_time`` (never sent) is left out.
+    :param lo: the window's start, ``hi`` its end (``time.perf_counter()`` values, s).
+    :param cap: the phase's concurrency (requests).
+    :returns: 0.0 when at most ``cap`` were in flight at ``lo``; else the time (s after ``lo``) of the request end that
+        brought the count to ``cap`` or below (requests that start meanwhile count); ``hi - lo`` when that did not
+        happen before ``hi``.
+    """
+    spans = [(r.start_time, r.start_time + r.latency) for r in results if r.start_time]
+    count = sum(1 for s, e in spans if s <= lo < e)
+    if count <= cap:
+        return 0.0
+    # ends before starts at the same instant: a slot freed and refilled at once still touched the cap
+    events = sorted([(e, -1) for s, e in spans if lo < e < hi] + [(s, 1) for s, e in spans if lo < s < hi])
+    for t, delta in events:
+        count += delta
+        if count <= cap:
+            return t - lo
+    return hi - lo
+
+
 def phase_metrics(results, phases, start):
     """Per-phase metrics of a moving load.
 
@@ -134,7 +159,13 @@ def phase_metrics(results, phases, start):
         request that spans a boundary counts in both phases for its own tokens), ``mean_in_flight`` (the time-weighted
         mean of requests in flight during the window: how closely the load followed the cap), ``tpot_p50_ms`` and
         ``accept_length`` (over the requests started in the phase and completed; :func:`.stats.accept_length`; None
-        without speculative fields) and ``decode_tok_s_per_req`` (1000 / tpot_p50_ms).
+        without speculative fields) and ``decode_tok_s_per_req`` (1000 / tpot_p50_ms); ``settle_s`` (s from the phase's
+        start until the requests in flight first drop to at most its cap: the drain after a fall in concurrency, 0.0
+        when no more than the cap were in flight at its start; the phase's duration when the drain outlasted it, see
+        :func:`settle_time`) and ``settled_throughput`` (tok/s: the output tokens that arrived in ``[start_s + settle_s,
+        end_s)`` over ``duration_s - settle_s``; None when the drain lasted the whole phase). The window throughput
+        after a fall depends on which prompts were in flight at the boundary (how many tokens they had left), not only
+        on the server; the settled throughput leaves the drain out.
     """
     bounds = boundaries(phases)
     rows = []
@@ -153,6 +184,12 @@ def phase_metrics(results, phases, start):
             busy += max(0.0, min(end, hi) - max(r.start_time, lo))
             if r.success:
                 tokens += sum(1 for t in token_times(r)[:max(r.output_len, 1)] if lo <= t < hi)
+        settle = settle_time(results, lo, hi, ph["concurrency"])
+        settled = None
+        if settle < ph["duration_s"]:
+            late = sum(1 for r in results if r.start_time and r.success
+                       for t in token_times(r)[:max(r.output_len, 1)] if lo + settle <= t < hi)
+            settled = late / (ph["duration_s"] - settle)
         tpots = [v for v in (tpot(r) for r in ok) if v is not None]
         al, _verify = accept_length(ok)
         p50 = percentile(tpots, 50) * 1000.0 if tpots else None
@@ -160,5 +197,6 @@ def phase_metrics(results, phases, start):
                      "start_s": round(bounds[k], 3), "end_s": round(bounds[k + 1], 3), "requests": len(started),
                      "failed": len(started) - len(ok), "output_throughput": tokens / ph["duration_s"],
                      "mean_in_flight": busy / ph["duration_s"], "tpot_p50_ms": p50,
-                     "decode_tok_s_per_req": 1000.0 / p50 if p50 else None, "accept_length": al})
+                     "decode_tok_s_per_req": 1000.0 / p50 if p50 else None, "accept_length": al,
+                     "settle_s": settle, "settled_throughput": settled})
     return rows

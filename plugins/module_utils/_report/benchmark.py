@@ -327,10 +327,12 @@ def input_bucket_markdown(records):
 
 def phase_rows(records):
     """Per level and phase rows of a moving load: ``{level, phase, concurrency, duration_s, requests, failed,
-    output_throughput, mean_in_flight, tpot_p50_ms, decode_tok_s_per_req, accept_length}`` from the records' ``phases``
-    blocks (serving_benchmark option ``phases``, ``_bench/phases.phase_metrics``); empty for records without them."""
+    output_throughput, mean_in_flight, tpot_p50_ms, decode_tok_s_per_req, accept_length, settle_s, settled_throughput}``
+    from the records' ``phases`` blocks (serving_benchmark option ``phases``, ``_bench/phases.phase_metrics``, which
+    defines the keys and units); empty for records without them. A key the record lacks (written before it existed) is
+    None."""
     keys = ("phase", "concurrency", "duration_s", "requests", "failed", "output_throughput", "mean_in_flight", "tpot_p50_ms",
-            "decode_tok_s_per_req", "accept_length")
+            "decode_tok_s_per_req", "accept_length", "settle_s", "settled_throughput")
     return [dict([("level", rec.get("level", i + 1))] + [(k, ph.get(k)) for k in keys])
             for i, rec in enumerate(records) for ph in (rec.get("phases") or [])]
 
@@ -341,12 +343,13 @@ def phase_markdown(records):
     if not rows:
         return ""
     lines = ["| level | phase | concurrency | s | requests | failed | output tok/s | in flight | TPOT p50 ms | decode tok/s/req "
-             "| accept len |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| accept len | settle s | settled tok/s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append("| %s |" % " | ".join([
             _fmt(r["level"]), _fmt(r["phase"]), _fmt(r["concurrency"]), _fmt(r["duration_s"]), _fmt(r["requests"]),
             _fmt(r["failed"]), _fmt(r["output_throughput"]), _fmt(r["mean_in_flight"]), _fmt(r["tpot_p50_ms"], 2),
-            _fmt(r["decode_tok_s_per_req"]), _fmt(r["accept_length"], 2)]))
+            _fmt(r["decode_tok_s_per_req"]), _fmt(r["accept_length"], 2), _fmt(r["settle_s"], 2),
+            _fmt(r["settled_throughput"])]))
     return "\n".join(lines)
 
 

@@ -217,12 +217,25 @@ def test_the_gate_table_is_what_the_module_and_the_role_offer():
 def test_phase_rows_and_markdown_of_a_moving_load():
     rec = {"level": 1, "phases": [
         {"phase": 1, "concurrency": 1, "duration_s": 2.0, "start_s": 0.0, "end_s": 2.0, "requests": 1, "failed": 0,
-         "output_throughput": 1.5, "mean_in_flight": 1.0, "tpot_p50_ms": 500.0, "decode_tok_s_per_req": 2.0, "accept_length": 2.0},
+         "output_throughput": 1.5, "mean_in_flight": 1.0, "tpot_p50_ms": 500.0, "decode_tok_s_per_req": 2.0, "accept_length": 2.0,
+         "settle_s": 0.0, "settled_throughput": 1.5},
         {"phase": 2, "concurrency": 8, "duration_s": 2.0, "start_s": 2.0, "end_s": 4.0, "requests": 9, "failed": 1,
-         "output_throughput": 40.25, "mean_in_flight": 7.5, "tpot_p50_ms": None, "decode_tok_s_per_req": None, "accept_length": None}]}
+         "output_throughput": 40.25, "mean_in_flight": 7.5, "tpot_p50_ms": None, "decode_tok_s_per_req": None, "accept_length": None,
+         "settle_s": 0.375, "settled_throughput": 38.0},
+        {"phase": 3, "concurrency": 1, "duration_s": 2.0, "start_s": 4.0, "end_s": 6.0, "requests": 0, "failed": 0,
+         "output_throughput": 12.0, "mean_in_flight": 3.0, "tpot_p50_ms": None, "decode_tok_s_per_req": None, "accept_length": None,
+         "settle_s": 2.0, "settled_throughput": None}]}
+    # a record written before settle_s existed: its row has None there, shown as "-"
+    old = {"level": 3, "phases": [dict((k, v) for k, v in rec["phases"][0].items() if not k.startswith("settle"))]}
     assert br.phase_rows([{"level": 2}]) == [] and br.phase_markdown([{"level": 2}]) == ""
-    rows = br.phase_rows([rec])
-    assert [(r["level"], r["phase"], r["concurrency"], r["failed"]) for r in rows] == [(1, 1, 1, 0), (1, 2, 8, 1)]
-    assert br.phase_markdown([rec]).splitlines()[2:] == [
-        "| 1 | 1 | 1 | 2.0 | 1 | 0 | 1.5 | 1.0 | 500.00 | 2.0 | 2.00 |",
-        "| 1 | 2 | 8 | 2.0 | 9 | 1 | 40.2 | 7.5 | - | - | - |"]
+    rows = br.phase_rows([rec, old])
+    assert [(r["level"], r["phase"], r["concurrency"], r["failed"]) for r in rows] == [
+        (1, 1, 1, 0), (1, 2, 8, 1), (1, 3, 1, 0), (3, 1, 1, 0)]
+    assert [(r["settle_s"], r["settled_throughput"]) for r in rows] == [(0.0, 1.5), (0.375, 38.0), (2.0, None), (None, None)]
+    md = br.phase_markdown([rec, old]).splitlines()
+    assert md[0].endswith("| accept len | settle s | settled tok/s |") and md[1].count("---:") == 13
+    assert md[2:] == [
+        "| 1 | 1 | 1 | 2.0 | 1 | 0 | 1.5 | 1.0 | 500.00 | 2.0 | 2.00 | 0.00 | 1.5 |",
+        "| 1 | 2 | 8 | 2.0 | 9 | 1 | 40.2 | 7.5 | - | - | - | 0.38 | 38.0 |",
+        "| 1 | 3 | 1 | 2.0 | 0 | 0 | 12.0 | 3.0 | - | - | - | 2.00 | - |",
+        "| 3 | 1 | 1 | 2.0 | 1 | 0 | 1.5 | 1.0 | 500.00 | 2.0 | 2.00 | - | - |"]
