@@ -354,7 +354,8 @@ class Engine(object):
     async def _decode(self, active):
         bs = len(active)
         if self.adaptive is not None:
-            # activate_step_by_batch: the bucket of this batch decides the drafting steps (0 = a plain decode step)
+            # activate_step_by_batch: the bucket of this batch decides the drafting steps (0 = a one-token verify plus the draft
+            # extend, eagle_worker_v2.py _build_trivial_verify_input: timing charges t0 + k * bs + verify)
             self.steps = self.adaptive.steps_for(bs)
             self.ndraft = self.steps + 1
             self.timing.num_steps, self.timing.num_draft_tokens = self.steps, self.ndraft
