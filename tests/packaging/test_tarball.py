@@ -91,6 +91,12 @@ def test_ansible_doc_documents_every_module_filter_and_role(installed):
         for name, doc in docs.items():
             assert doc["doc"]["short_description"] and doc["doc"]["options"] is not None, name
             assert doc["examples"] and doc["return"], name
+    caches = _names("plugins/cache", "*.py")
+    assert caches == ["jsonfile_memory"]               # the fact cache ansible.cfg names
+    listed = json.loads(_run([BIN / "ansible-doc", "-t", "cache", "-l", "llmops.sglang", "--json"], work, env))
+    assert sorted(n.split(".")[-1] for n in listed) == caches
+    docs = json.loads(_run([BIN / "ansible-doc", "-t", "cache", "--json", "llmops.sglang.jsonfile_memory"], work, env))
+    assert sorted(docs["llmops.sglang.jsonfile_memory"]["doc"]["options"]) == ["_prefix", "_timeout", "_uri"]
     spec = yaml.safe_load((REPO / "plugins/doc_fragments/sglang_http.py").read_text().split('DOCUMENTATION = r"""')[1].split('"""')[0])
     docs = json.loads(_run([BIN / "ansible-doc", "-t", "module", "--json", "llmops.sglang.speculative_check", "llmops.sglang.serving_benchmark"], work, env))
     for name in docs:                                  # the fragment's options, with its one default each
