@@ -29,6 +29,8 @@ several `podman exec` per task.
 `mitogen_podman` (one Python interpreter per host, started once with `podman exec` and kept for the whole run); with
 --ssh also over SSH (`mitogen_ssh`: the strategy redirects only the short names `ssh` and `podman`, not
 `ansible.builtin.ssh` or `containers.podman.podman`, so the inventories name Mitogen's plugins).
+--mitogen-muxes N (with --mitogen --ssh): also a mitogen_ssh no-change run with N multiplexer processes
+(MITOGEN_CPU_COUNT; by default Mitogen runs one, which every connection of the run shares).
 --check-run: also a no-change run in check mode (`--check --diff`, podman connection; with --mitogen also with Mitogen).
 
 Prints one line per run and a table with, per run: the ratios N/1, the CPU seconds per host on the controller (the
@@ -256,9 +258,10 @@ def enable_ssh(names, logdir):
     return {"key": key, "addresses": addresses, "control_dir": control_dir}
 
 
-def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=False, fresh=True):
+def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=False, fresh=True, muxes=0):
     """Fresh sandbox of n hosts, then site.yml first and no-change run (and a no-change run over SSH with ``ssh``,
-    with Mitogen when ``mitogen`` is the environment of :func:`mitogen_env`, in check mode with ``check_run``).
+    with Mitogen when ``mitogen`` is the environment of :func:`mitogen_env`, in check mode with ``check_run``; with
+    ``muxes`` > 0 also a mitogen_ssh no-change run with that many multiplexer processes, MITOGEN_CPU_COUNT).
     ``fresh`` False (--incremental): keep the hosts of the previous size, so that the first run converges only the
     new ones. Returns a dict of results."""
     if fresh:
@@ -285,6 +288,9 @@ def measure(n, site_args, logdir, slow=None, ssh=False, mitogen=None, check_run=
             inv_mitogen_ssh = write_inventory(n, tempfile.mkdtemp(prefix="fleet-inv-mitogen-ssh-%d-" % n, dir=logdir), slow_n,
                                               ssh=access, connection_name="mitogen_ssh")
             kinds.append(("no_change_mitogen_ssh", inv_mitogen_ssh, None, mitogen, []))
+            if muxes:
+                kinds.append(("no_change_mitogen_ssh_mux%d" % muxes, inv_mitogen_ssh, None,
+                              dict(mitogen, MITOGEN_CPU_COUNT=str(muxes)), []))
     cgroups = container_cgroups(names)
     facts = tempfile.mkdtemp(prefix="fleet-facts-%d-" % n, dir=logdir)
     extra_env = {"ANSIBLE_CACHE_PLUGIN_CONNECTION": facts}
@@ -367,6 +373,9 @@ def main():
                     "and mitogen_podman (and mitogen_ssh with --ssh); needs requirements-mitogen.txt")
     ap.add_argument("--mitogen-path", default=os.path.join(ROOT, ".mitogen"), help="directory holding ansible_mitogen "
                     "(pip install --target; default .mitogen); '' for the one installed in .venv")
+    ap.add_argument("--mitogen-muxes", type=int, default=0,
+                    help="with --mitogen and --ssh: also a mitogen_ssh no-change run with this many multiplexer processes "
+                         "(MITOGEN_CPU_COUNT; Mitogen's default is 1, one process that all connections share)")
     ap.add_argument("--check-run", action="store_true", help="also a no-change run in check mode (--check --diff), at the "
                     "first size")
     ap.add_argument("--incremental", action="store_true", help="remove the sandbox once, then keep each size's hosts for "
@@ -382,6 +391,9 @@ def main():
         slow = (int(m.group(1)), {m.group(2): m.group(3)})
     if not sizes or min(sizes) < 1:
         sys.exit("--sizes=%s: give fleet sizes >= 1, e.g. 1,4,8" % args.sizes)
+    if args.mitogen_muxes < 0 or (args.mitogen_muxes and not (args.mitogen and args.ssh)):
+        sys.exit("--mitogen-muxes=%d: give a count >= 1 together with --mitogen and --ssh (it adds a mitogen_ssh run)"
+                 % args.mitogen_muxes)
     if shutil.which("podman") is None:
         sys.exit("podman is missing: the sandbox needs it (scripts/bootstrap.sh)")
     problem = inotify_problem(max(sizes))
@@ -399,7 +411,7 @@ def main():
     try:
         for i, n in enumerate(sizes):
             results.append(measure(n, args.site_args, logdir, slow, args.ssh, mitogen, args.check_run and i == 0,
-                                   fresh=not args.incremental or i == 0))
+                                   fresh=not args.incremental or i == 0, muxes=args.mitogen_muxes))
             with open(args.out, "w") as fh:   # after every size: a long measurement stopped early keeps what it has
                 json.dump({"sizes": sizes, "site_args": args.site_args, "cores": os.cpu_count(), "results": results}, fh,
                           indent=1)
@@ -409,7 +421,8 @@ def main():
             sandbox()
     base = next((r for r in results if r["hosts"] == 1), None)
 
-    kinds = ["first", "no_change", "check", "no_change_mitogen", "check_mitogen", "no_change_ssh", "no_change_mitogen_ssh"]
+    kinds = ["first", "no_change", "check", "no_change_mitogen", "check_mitogen", "no_change_ssh", "no_change_mitogen_ssh",
+             "no_change_mitogen_ssh_mux%d" % args.mitogen_muxes]
     print("\n| hosts | run | wall s | wall / 1-host | CPU s (client + containers + conmon) | CPU / 1-host | "
           "client CPU s / host | host CPU s / host | machine bound s | wall / bound | tasks ok | changed | stdout bytes / host | "
           "load avg (1 min) before |")
