@@ -93,7 +93,7 @@ class CacheModule(BaseFileCacheModule):
 
     def set(self, key, value):
         """Keep the facts ``value`` (a dict) of host ``key`` in memory and write its file (a temporary file renamed over
-        the old one, mode 0640, as jsonfile does). A value that JSON cannot hold (no fact or set_fact result is one): the
+        the old one, mode 0644, as jsonfile does). A value that JSON cannot hold (no fact or set_fact result is one): the
         old file is removed, so a later run gathers again instead of reading stale facts, and a warning names the host;
         the facts stay in memory for this run. A file that cannot be written gives a warning, as with jsonfile."""
         self._cache[key] = value
