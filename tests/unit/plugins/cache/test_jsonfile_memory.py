@@ -77,7 +77,7 @@ def test_tagged_strings_are_written_untagged_and_read_back_untrusted(cache):
     cache().set("gpu-1", {"note": TrustedAsTemplate().tag("{{ lookup('pipe', 'id') }}")})
     value = cache().get("gpu-1")["note"]
     assert value == "{{ lookup('pipe', 'id') }}"
-    assert type(value) is str and not TrustedAsTemplate.is_tagged_on(value)
+    assert value.__class__ is str and not TrustedAsTemplate.is_tagged_on(value)   # plain str, not a tagged subclass
 
 
 def test_prefix_and_expiry(cache, tmp_path):
