@@ -14,16 +14,17 @@ import time
 import pytest
 
 from ansible.errors import AnsibleError
-from ansible.plugins.loader import cache_loader, init_plugin_loader
+from ansible.plugins.loader import cache_loader
 from ansible._internal._plugins._cache import PluginInterposer
 from ansible._internal._datatag._tags import TrustedAsTemplate
 
-FQCN = "llmops.sglang.jsonfile_memory"
-
-
 @pytest.fixture(scope="module")
 def plugin_loader(repo_root):
-    init_plugin_loader([str(repo_root / ".collections")])
+    """ansible-core's cache plugin loader with plugins/cache added as a plugin directory: the plugin loads by its short
+    name whatever this test process imported before (other tests import ``ansible_collections.llmops.sglang`` from
+    sys.path, after which the collection loader cannot load the collection's metadata). Loading by FQCN, as ansible.cfg
+    names it, is what test_two_ansible_playbook_runs_share_the_cache and tests/packaging check."""
+    cache_loader.add_directory(str(repo_root / "plugins" / "cache"))
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def cache(plugin_loader, tmp_path):
         options = {"_uri": str(tmp_path / "facts"), "_timeout": timeout}
         if prefix is not None:
             options["_prefix"] = prefix
-        return cache_loader.get(FQCN, **options)
+        return cache_loader.get("jsonfile_memory", **options)
     return make
 
 
