@@ -18,6 +18,7 @@ from ansible.plugins.loader import cache_loader
 from ansible._internal._plugins._cache import PluginInterposer
 from ansible._internal._datatag._tags import TrustedAsTemplate
 
+
 @pytest.fixture(scope="module")
 def plugin_loader(repo_root):
     """ansible-core's cache plugin loader with plugins/cache added as a plugin directory: the plugin loads by its short
