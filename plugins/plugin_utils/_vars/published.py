@@ -20,7 +20,7 @@ from __future__ import annotations
 PUBLISHED_FACTS = {
     # host roles
     "preflight_gpu_facts_read": (
-        "preflight (register of gpu_facts)", "nvidia_driver tasks/reboot.yml",
+        "preflight (register of gpu_facts)", "nvidia_driver tasks/reboot.yml, playbooks/host.yml (skips the roles' spec check)",
         "the gpu_facts result of this run (registered, never from the fact cache): the facts are fresh, and "
         "model_dir holds the model directory read"),
     "nvidia_driver_reboot_pending": (
