@@ -110,7 +110,7 @@ def test_junit_lists_the_gate_as_the_one_failure(pipeline):
     # rolls out) and verify's own gate, which ran (not skipped) and is not among the failed cases above
     by_name = dict((c.get("name"), c) for c in cases)
     for play, task in (("Serve - plan the rollout", "Show the rollout plan"),
-                       ("Verify - the draft model loaded", "Fail when a required verdict did not pass")):
+                       ("Verify - the draft model loaded", "Print the verdicts and fail when a required verdict did not pass")):
         found = [c for n, c in by_name.items() if n.startswith("[%s] %s" % (HOST, play)) and n.endswith(": " + task)]
         assert len(found) == 1, (play, task)
         assert found[0].find("skipped") is None, (play, task)

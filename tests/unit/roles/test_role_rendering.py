@@ -253,6 +253,25 @@ def test_driver_validate_refuses_reboot_of_the_control_node(tmp_path):
     assert "Refusing nvidia_driver_reboot_allowed=True" in text and "control node" in text
 
 
+@pytest.mark.parametrize("enrolled", [False, True])
+def test_driver_validate_refuses_dkms_under_secure_boot_without_a_mok(tmp_path, enrolled):
+    """The state read found Secure Boot on (mokutil's line): the DKMS-built driver is refused before any change unless
+    the MOK is enrolled; otherwise the same task prints the plan (branch 580, open modules on an H200)."""
+    state = {"secure_boot": ["SecureBoot enabled"], "files": {}, "packages": {}, "units": {}, "globs": {}}
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", H200_GPU),
+                                  [role_task("nvidia_driver", "plan.yml"), role_task("nvidia_driver", "validate.yml")],
+                                  {"nvidia_driver__state": state, "nvidia_driver__secure_boot": True,
+                                   "nvidia_driver_secure_boot_mok_enrolled": enrolled})
+    flat = " ".join(text.split())
+    if enrolled:
+        assert rc == 0, text
+        assert "Driver branch 580, open kernel modules" in flat
+    else:
+        assert rc != 0
+        assert "Secure Boot is enabled on target (SecureBoot enabled)" in flat
+        assert "nvidia_driver_secure_boot_mok_enrolled is false" in flat
+
+
 # ---------------------------------------------------------------------------------------------
 # iommu: kernel arguments per vendor, drop-in text, grubby commands
 
