@@ -747,7 +747,9 @@ def test_driver_reboot_pending_when_nvidia_uvm_runs_with_the_other_hmm_setting(t
                  "llmops_gpu_facts_options": {"sysfs_root": str(sysfs), "procfs_root": str(tmp_path / "proc"), "kernel_log": "file",
                                               "kernel_log_file": str(tmp_path / "dmesg.txt"), "nvidia_smi": str(tmp_path / "no-nvidia-smi")},
                  "nvidia_driver_reboot_pending_dir": str(pending)}
-    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU), [role_task("nvidia_driver", "reboot.yml")], play_vars)
+    # facts.yml: main.yml's first task when this run has not read the GPU facts (here: the tree above, not the recorded facts)
+    rc, text, _unused = run_tasks(tmp_path, facts("ubuntu2404", REF_GPU),
+                                  [role_task("nvidia_driver", "facts.yml"), role_task("nvidia_driver", "reboot.yml")], play_vars)
     assert rc == 0, text[-3000:]
     if loaded == "Y":      # already what the option asks for: no reboot, no marker
         assert not (pending / "nvidia_driver").exists() and "REBOOT PENDING" not in text
